@@ -1,0 +1,90 @@
+"""Token entropy and chosen-token log-probs from logits, computed in chunks (spec §1.6, §12, §14.2).
+
+`logprobs_and_entropy` never materialises a float32 copy of the full [N, T, V] logits: it works on row chunks
+and, when gradients are needed, wraps each chunk in activation checkpointing so the float32 softmax of a chunk
+is recomputed in the backward pass instead of being kept alive. With `head` it also avoids the [N, T, V]
+logits themselves: hidden states [N, T, D] are projected to the vocabulary one chunk at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """H = logsumexp(z) - sum_v softmax(z)_v z_v in nats (spec §1.6); computed in float32."""
+    z = logits.float()
+    lse = torch.logsumexp(z, dim=-1)
+    return lse - (torch.softmax(z, dim=-1) * z).sum(-1)
+
+
+def _chunk_fn(temperature: float, head: Callable | None, with_entropy: bool):
+    def fn(x: torch.Tensor, tok: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        z = (head(x) if head is not None else x).float()
+        if temperature != 1.0:
+            z = z / temperature
+        lse = torch.logsumexp(z, dim=-1)
+        logp = z.gather(-1, tok[:, None]).squeeze(-1) - lse
+        if with_entropy:
+            ent = lse - (torch.softmax(z, dim=-1) * z).sum(-1)
+        else:
+            ent = torch.zeros_like(logp)
+        return logp, ent
+
+    return fn
+
+
+def logprobs_and_entropy(
+    logits_or_hidden: torch.Tensor,
+    tokens: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    head: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    chunk_size: int = 1024,
+    with_entropy: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chosen-token log-probs and full-distribution entropies [N,T] (float32) of logits / temperature.
+
+    `logits_or_hidden` is [N,T,V] logits, or [N,T,D] hidden states when `head` (e.g. the lm_head) is given.
+    Both outputs carry gradients when the input does (use `.detach()` on the entropy unless it feeds a bonus).
+    """
+    shape = tokens.shape
+    x = logits_or_hidden.reshape(-1, logits_or_hidden.shape[-1])
+    tok = tokens.reshape(-1)
+    fn = _chunk_fn(temperature, head, with_entropy)
+    needs_grad = torch.is_grad_enabled() and (
+        x.requires_grad or (head is not None and any(p.requires_grad for p in getattr(head, "parameters", list)()))
+    )
+    lps, ents = [], []
+    for s in range(0, x.shape[0], chunk_size):
+        xs, ts = x[s : s + chunk_size], tok[s : s + chunk_size]
+        if needs_grad:
+            lp, en = checkpoint(fn, xs, ts, use_reentrant=False)
+        else:
+            lp, en = fn(xs, ts)
+        lps.append(lp)
+        ents.append(en)
+    if not lps:
+        empty = torch.zeros(shape, dtype=torch.float32, device=tokens.device)
+        return empty, empty.clone()
+    return torch.cat(lps).view(shape), torch.cat(ents).view(shape)
+
+
+@dataclass
+class EntropyCoef:
+    """Entropy-bonus coefficient (T1, spec §12 [X]). Fixed when `target` is None; otherwise adaptive:
+    coef <- clip(coef + lr * (target - H), 0, max_coef) after each step (raise it when entropy is below target)."""
+
+    value: float = 0.0
+    target: float | None = None
+    lr: float = 1e-3
+    max_coef: float = 0.1
+
+    def update(self, entropy: float) -> float:
+        if self.target is not None and entropy == entropy:
+            self.value = min(max(self.value + self.lr * (self.target - entropy), 0.0), self.max_coef)
+        return self.value
