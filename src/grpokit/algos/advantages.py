@@ -38,7 +38,7 @@ def grpo_advantage(
     """
     ok = _valid(rewards, valid)
     r = torch.where(ok, rewards.to(torch.float64), torch.zeros_like(rewards, dtype=torch.float64))
-    mean, std, cnt, _ = group_stats(r, group_ids, ok)
+    mean, std, cnt, spread = group_stats(r, group_ids, ok)
     centred = r - mean
     if adv_scale == "group":
         adv = centred / (std + adv_eps)
@@ -48,7 +48,8 @@ def grpo_advantage(
         adv = centred
     else:
         raise ValueError(f"adv_scale={adv_scale!r} is not one of 'group', 'batch', 'none'")
-    adv = torch.where(ok & (cnt >= 2), adv, torch.zeros_like(adv))
+    # zero-variance groups get exactly 0 (spec §1.3, §19.1), not the rounding residue of r - mean
+    adv = torch.where(ok & (cnt >= 2) & (spread > 0), adv, torch.zeros_like(adv))
     return adv.to(torch.float32)
 
 
@@ -67,9 +68,9 @@ def rloo_advantage(
     """RLOO (spec §15.1): A_i = R_i - mean_{j != i} R_j = K/(K-1) (R_i - mean_g). K = 1 gives 0 (TRL)."""
     ok = _valid(rewards, valid)
     r = torch.where(ok, rewards.to(torch.float64), torch.zeros_like(rewards, dtype=torch.float64))
-    mean, _, cnt, _ = group_stats(r, group_ids, ok)
+    mean, _, cnt, spread = group_stats(r, group_ids, ok)
     adv = cnt / (cnt - 1).clamp(min=1) * (r - mean)
-    return torch.where(ok & (cnt >= 2), adv, torch.zeros_like(adv)).to(torch.float32)
+    return torch.where(ok & (cnt >= 2) & (spread > 0), adv, torch.zeros_like(adv)).to(torch.float32)
 
 
 def gpg_alpha(rewards: torch.Tensor, group_ids: torch.Tensor, tol: float = 0.0) -> tuple[float, int, int]:
@@ -99,10 +100,10 @@ def gpg_advantage(
     """
     ok = _valid(rewards, valid)
     r = torch.where(ok, rewards.to(torch.float64), torch.zeros_like(rewards, dtype=torch.float64))
-    mean, std, cnt, _ = group_stats(r, group_ids, ok)
+    mean, std, cnt, spread = group_stats(r, group_ids, ok)
     adv = (r - mean) / (std + 1e-4) if gpg_std_norm else r - mean
     alpha = gpg_alpha(r, group_ids)[0] if gpg_alpha_correction else 1.0
-    adv = torch.where(ok & (cnt >= 2), adv * alpha, torch.zeros_like(adv))
+    adv = torch.where(ok & (cnt >= 2) & (spread > 0), adv * alpha, torch.zeros_like(adv))
     return adv.to(torch.float32)
 
 

@@ -51,6 +51,8 @@ class AlgoConfig:
     delta: float | None = None
     clip_c: float = 0.4
     cispo_cap_mode: str = "relative"
+    cispo_eps_low: float | None = None
+    cispo_eps_high: float = 0.2
     cispo_cap: float = 5.0
     clip_cov_ratio: float = 2e-4
     clip_cov_lb: float = 1.0
@@ -94,6 +96,8 @@ class AlgoConfig:
     value_pretrain_steps: int = 0
     critic_lr: float = 5e-6
     nll_coef: float = 0.0
+    # reward given to truncated responses instead of their score (ORZ: 0, T1: -1); None keeps the score
+    truncated_reward: float | None = None
     # extra free-form notes (paper, defaults) shown by `grpokit recipes show`
     notes: dict[str, Any] = field(default_factory=dict)
 

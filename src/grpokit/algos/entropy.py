@@ -15,11 +15,16 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 
+def _expected_logit(z: torch.Tensor) -> torch.Tensor:
+    """sum_v softmax(z)_v z_v, with -inf (vocabulary-padding) entries contributing 0 instead of 0 * -inf = NaN."""
+    return (torch.softmax(z, dim=-1) * z.masked_fill(torch.isneginf(z), 0.0)).sum(-1)
+
+
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
-    """H = logsumexp(z) - sum_v softmax(z)_v z_v in nats (spec §1.6); computed in float32."""
+    """H = logsumexp(z) - sum_v softmax(z)_v z_v in nats (spec §1.6); computed in float32; -inf entries allowed."""
     z = logits.float()
     lse = torch.logsumexp(z, dim=-1)
-    return lse - (torch.softmax(z, dim=-1) * z).sum(-1)
+    return lse - _expected_logit(z)
 
 
 def _chunk_fn(temperature: float, head: Callable | None, with_entropy: bool):
@@ -30,7 +35,7 @@ def _chunk_fn(temperature: float, head: Callable | None, with_entropy: bool):
         lse = torch.logsumexp(z, dim=-1)
         logp = z.gather(-1, tok[:, None]).squeeze(-1) - lse
         if with_entropy:
-            ent = lse - (torch.softmax(z, dim=-1) * z).sum(-1)
+            ent = lse - _expected_logit(z)
         else:
             ent = torch.zeros_like(logp)
         return logp, ent

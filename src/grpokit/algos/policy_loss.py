@@ -99,12 +99,13 @@ def gspo_loss(
     mask: torch.Tensor,
     *,
     eps_low: float = 3e-4,
-    eps_high: float = 4e-4,
+    eps_high: float | None = 4e-4,
 ) -> tuple[torch.Tensor, Metrics]:
     """GSPO (spec §7): s_i = exp(mean_t m (logp - old_logp)), l_i = max(-A_i s_i, -A_i clip(s_i, 1-eps_low,
     1+eps_high)). Broadcast to tokens; aggregate with seq-mean-token-mean (= seq-mean, §1.5).
     log s_i is clamped to <= 10 (verl); sequences with L_i = 0 are excluded (spec [X]).
-    [N,T] advantages are reduced to [N] by their masked token mean."""
+    [N,T] advantages are reduced to [N] by their masked token mean. eps_high=None means eps_high = eps_low."""
+    eps_high = eps_low if eps_high is None else eps_high
     a = sequence_advantages(advantages, mask).to(logp.dtype)
     length = _seq_len(mask)
     log_s = masked_sum(logp - old_logp.detach(), mask, dim=1) / length.clamp(min=1)
@@ -132,11 +133,12 @@ def gspo_token_loss(
     mask: torch.Tensor,
     *,
     eps_low: float = 3e-4,
-    eps_high: float = 4e-4,
+    eps_high: float | None = 4e-4,
 ) -> tuple[torch.Tensor, Metrics]:
     """GSPO-token (spec §7): log s_{i,t} = logp_t - sg(logp_t) + sg(log s_i); token-level advantages allowed.
     l_{i,t} = max(-A_{i,t} s_{i,t}, -A_{i,t} clip(s_{i,t})). With A_{i,t} = A_i it equals GSPO in value and
-    gradient under seq-mean-token-mean aggregation."""
+    gradient under seq-mean-token-mean aggregation. eps_high=None means eps_high = eps_low."""
+    eps_high = eps_low if eps_high is None else eps_high
     a = broadcast_advantages(advantages, mask).to(logp.dtype)
     length = _seq_len(mask)
     log_s = (masked_sum(logp - old_logp.detach(), mask, dim=1) / length.clamp(min=1)).clamp(-LOG_RATIO_CLAMP, 10.0)
@@ -192,22 +194,22 @@ def cispo_loss(
     mask: torch.Tensor,
     *,
     cispo_cap_mode: str = "relative",
-    eps_low: float | None = None,
-    eps_high: float = 0.2,
+    cispo_eps_low: float | None = None,
+    cispo_eps_high: float = 0.2,
     cispo_cap: float = 5.0,
 ) -> tuple[torch.Tensor, Metrics]:
     """CISPO (spec §9): l = -sg(r_hat) * A * logp; every token keeps a gradient (-r_hat A grad logp).
 
-    `cispo_cap_mode="relative"` (verl, spec default): r_hat = clip(r, 1 - eps_low, 1 + eps_high), no lower clip
-    when eps_low is None (the paper's setting). `"absolute"` (TRL/ScaleRL): r_hat = min(r, cispo_cap).
+    `cispo_cap_mode="relative"` (verl, spec default): r_hat = clip(r, 1 - cispo_eps_low, 1 + cispo_eps_high),
+    no lower clip when cispo_eps_low is None (the paper's setting). `"absolute"` (TRL/ScaleRL): r_hat = min(r, cispo_cap).
     The loss *value* contains logp and is not comparable with PPO-family losses; compare gradients.
     """
     a = broadcast_advantages(advantages, mask).to(logp.dtype)
     with torch.no_grad():
         r, _ = _ratio(logp, old_logp)
         if cispo_cap_mode == "relative":
-            upper = 1.0 + eps_high
-            r_hat = r.clamp(min=None if eps_low is None else 1.0 - eps_low, max=upper)
+            upper = 1.0 + cispo_eps_high
+            r_hat = r.clamp(min=None if cispo_eps_low is None else 1.0 - cispo_eps_low, max=upper)
         elif cispo_cap_mode == "absolute":
             upper = cispo_cap
             r_hat = r.clamp(max=upper)
@@ -233,7 +235,7 @@ def clip_cov_loss(
     mask: torch.Tensor,
     *,
     eps_low: float = 1.0,
-    eps_high: float = 1.0,
+    eps_high: float | None = 1.0,
     clip_cov_ratio: float = 2e-4,
     clip_cov_lb: float = 1.0,
     clip_cov_ub: float = 5.0,
@@ -241,7 +243,9 @@ def clip_cov_loss(
 ) -> tuple[torch.Tensor, Metrics]:
     """Clip-Cov (spec §14.1): among valid tokens with lb < Cov < ub not already PPO-clipped, draw
     n = max(floor(ratio * sum m), 1) uniformly without replacement and detach them (loss * 0); other tokens
-    use the PPO clipped loss. Selection is local to the tokens of this call (micro-batch, as the reference)."""
+    use the PPO clipped loss. Selection is local to the tokens of this call (micro-batch, as the reference).
+    eps_high=None means eps_high = eps_low."""
+    eps_high = eps_low if eps_high is None else eps_high
     a = broadcast_advantages(advantages, mask).to(logp.dtype)
     r, _ = _ratio(logp, old_logp)
     loss1, loss2 = -a * r, -a * r.clamp(1 - eps_low, 1 + eps_high)

@@ -1,0 +1,218 @@
+"""`grpokit` command line: recipes | methods | train | eval | demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+
+def cmd_recipes(args: argparse.Namespace) -> int:
+    from .config import build_config, list_recipes
+
+    if args.action == "show":
+        if not args.name:
+            print("usage: grpokit recipes show NAME", file=sys.stderr)
+            return 2
+        cfg = build_config(args.name)
+        print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
+        return 0
+    for name, body in list_recipes().items():
+        print(f"{name:<14} {body.get('description', '')}  [{body.get('spec', '')}]")
+    return 0
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    from .algos import list_methods
+
+    for kind, entries in list_methods().items():
+        print(f"{kind}:")
+        for name, doc in entries.items():
+            print(f"  {name:<24} {doc}")
+    return 0
+
+
+def _config_from_args(args: argparse.Namespace):
+    from .config import build_config
+
+    direct = {
+        "data.task": args.task,
+        "model.name": args.model,
+        "train.steps": args.steps,
+        "train.out": args.out,
+        "train.seed": args.seed,
+    }
+    return build_config(args.recipe, overrides=args.set, config_file=args.config, **direct)
+
+
+def _new_run_dir(cfg: Any, name: str | None) -> Path:
+    root = Path(cfg.train.out)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run = root / (name or f"{cfg.recipe}-{Path(cfg.data.task).stem}-{stamp}")
+    i = 1
+    base = run
+    while run.exists() and any(run.iterdir()):
+        run = Path(f"{base}-{i}")
+        i += 1
+    return run
+
+
+def _run_training(cfg: Any, run_dir: Path, resume: bool, eval_samples: int) -> dict[str, Any]:
+    from .console import Display
+    from .trainer import Trainer, fit
+
+    display = Display(cfg.train.steps)
+    display.message(f"grpokit: recipe {cfg.recipe}, task {cfg.data.task}, model {cfg.model.name}, run {run_dir}")
+    trainer = Trainer(cfg, run_dir)
+    if resume:
+        step = trainer.restore()
+        display.message(f"resumed from step {step}")
+    display.message(
+        f"precision {trainer.precision.name} on {trainer.device}; {cfg.rollout.prompts_per_step} prompts x "
+        f"{cfg.rollout.group_size} samples x {cfg.rollout.max_new_tokens} new tokens per step"
+    )
+    try:
+        summary = fit(trainer, display, eval_before=not resume, eval_samples=eval_samples)
+    finally:
+        display.close()
+    before = summary.get("eval_before", {}).get("eval/accuracy")
+    after = summary.get("eval_after", {}).get("eval/accuracy")
+    if before is not None:
+        print(f"held-out accuracy before: {before:.1%}")
+    if after is not None:
+        print(f"held-out accuracy after:  {after:.1%}")
+    print(f"run directory: {run_dir}")
+    print(f"final model:   {summary.get('final_model')}")
+    return summary
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from .config import config_from_dict
+
+    if args.resume:
+        run_dir = Path(args.resume)
+        cfg_path = run_dir / "config.yaml"
+        if not cfg_path.exists():
+            print(f"error: --resume {args.resume!r}: no config.yaml there; pass a run directory", file=sys.stderr)
+            return 2
+        cfg = config_from_dict(yaml.safe_load(cfg_path.read_text()))
+        if args.steps is not None:
+            cfg.train.steps = args.steps
+        _run_training(cfg, run_dir, resume=True, eval_samples=args.eval_samples)
+        return 0
+    cfg = _config_from_args(args)
+    run_dir = _new_run_dir(cfg, args.name)
+    _run_training(cfg, run_dir, resume=False, eval_samples=args.eval_samples)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from .config import build_config
+    from .trainer import Trainer
+
+    overrides = list(args.set or []) + ["train.steps=0", f"rollout.eval_temperature={args.temperature}"]
+    cfg = build_config(
+        "grpo", overrides=overrides, **{"data.task": args.task, "model.name": args.model, "data.eval_size": args.n}
+    )
+    cfg.algo.kl_coef = 0.0
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = Trainer(cfg, Path(tmp))
+        res = trainer.evaluate(args.samples)
+    res = {k: v for k, v in res.items() if not k.startswith("time/")}
+    if args.json:
+        print(json.dumps(res))
+    else:
+        print(
+            f"{args.task}: accuracy {res['eval/accuracy']:.1%} over {int(res['eval/n'])} samples, "
+            f"mean length {res['eval/length']:.1f} tokens (temperature {args.temperature})"
+        )
+    return 0
+
+
+DEMO_OVERRIDES = [
+    "train.steps=40",
+    "train.lr=2e-5",
+    "rollout.prompts_per_step=4",
+    "rollout.group_size=8",
+    "rollout.max_new_tokens=16",
+    "train.eval_every=10",
+    "data.eval_size=100",
+]
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .config import build_config
+
+    cfg = build_config("dapo", overrides=DEMO_OVERRIDES + list(args.set or []), **{"data.task": "add1"})
+    run_dir = _new_run_dir(cfg, None)
+    _run_training(cfg, run_dir, resume=False, eval_samples=2)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="grpokit", description="RL post-training with the GRPO family")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("recipes", help="list recipes, or `recipes show NAME` for the resolved config")
+    r.add_argument("action", nargs="?", choices=["list", "show"], default="list")
+    r.add_argument("name", nargs="?")
+    r.set_defaults(fn=cmd_recipes)
+
+    m = sub.add_parser("methods", help="list every registered algorithm component")
+    m.set_defaults(fn=cmd_methods)
+
+    t = sub.add_parser("train", help="train a model with a recipe")
+    t.add_argument("--recipe", default="grpo", help="recipe name (grpokit recipes) or a YAML path")
+    t.add_argument("--task", default=None, help="built-in task (add1, add2, mul1, countdown) or a data file")
+    t.add_argument("--model", default=None, help="smollm2-135m-instruct (default), tiny, or a local HF directory")
+    t.add_argument("--steps", type=int, default=None)
+    t.add_argument("--out", default=None, help="parent directory of run directories (default runs/)")
+    t.add_argument("--name", default=None, help="run directory name")
+    t.add_argument("--seed", type=int, default=None)
+    t.add_argument("--config", default=None, help="YAML file with config sections to apply over the recipe")
+    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. --set algo.eps_high=0.28")
+    t.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue a run from its last checkpoint")
+    t.add_argument("--eval-samples", type=int, default=1, help="samples per held-out prompt in eval")
+    t.set_defaults(fn=cmd_train)
+
+    e = sub.add_parser("eval", help="held-out accuracy of a model on a task")
+    e.add_argument("--model", default="smollm2-135m-instruct")
+    e.add_argument("--task", default="add1")
+    e.add_argument("--n", type=int, default=100, help="held-out prompts")
+    e.add_argument("--samples", type=int, default=1, help="samples per prompt")
+    e.add_argument("--temperature", type=float, default=1.0)
+    e.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(fn=cmd_eval)
+
+    d = sub.add_parser("demo", help="about 10 minutes of DAPO on single-digit addition with the embedded model")
+    d.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    d.set_defaults(fn=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .config import ConfigError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

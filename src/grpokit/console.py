@@ -1,0 +1,79 @@
+"""Terminal display: progress bars per phase (generate, score, update, eval) and a compact health line."""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+
+def _f(x: Any, fmt: str = ".2f") -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "–"
+    return format(x, fmt)
+
+
+def health_line(step: int, total: int, m: dict[str, Any]) -> str:
+    """One compact line of the §17 signals that matter most."""
+    parts = [
+        f"step {step}/{total}",
+        f"reward {_f(m.get('reward/mean'))}",
+        f"acc {_f(m.get('reward/accuracy'), '.0%')}",
+        f"H {_f(m.get('entropy/token_mean'))}",
+        f"zv {_f(m.get('zv/frac'))} (✓{_f(m.get('zv/all_correct'))} ✗{_f(m.get('zv/all_wrong'))})",
+    ]
+    if "kl_ref/k3" in m:
+        parts.append(f"kl {_f(m.get('kl_ref/k3'), '.4f')}")
+    parts.append(f"clip lo/hi {_f(m.get('actor/clipfrac_low'))}/{_f(m.get('actor/clipfrac_high'))}")
+    parts.append(f"len {_f(m.get('length/mean'), '.1f')}")
+    if m.get("sampling/rounds", 1) > 1:
+        parts.append(f"rounds {int(m['sampling/rounds'])}")
+    parts.append(f"{_f(m.get('time/step'), '.1f')}s")
+    return " | ".join(parts)
+
+
+class Display:
+    """Rich progress on a terminal; plain lines otherwise (CI, logs)."""
+
+    def __init__(self, total_steps: int, enabled: bool = True, console: Console | None = None) -> None:
+        self.console = console or Console(stderr=False)
+        self.total = total_steps
+        self.live = enabled and sys.stdout.isatty()
+        self.progress: Progress | None = None
+        if self.live:
+            self.progress = Progress(
+                TextColumn("[bold]{task.description:<10}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=False,
+            )
+            self.steps_task = self.progress.add_task("train", total=total_steps)
+            self.phase_task = self.progress.add_task("generate", total=1)
+            self.progress.start()
+
+    def phase(self, name: str, completed: int = 0, total: int = 1) -> None:
+        if self.progress is not None:
+            self.progress.update(self.phase_task, description=name, completed=completed, total=total)
+
+    def step_done(self, step: int, metrics: dict[str, Any]) -> None:
+        line = health_line(step, self.total, metrics)
+        if self.progress is not None:
+            self.progress.update(self.steps_task, completed=step)
+            self.progress.console.print(line, highlight=False)
+        else:
+            print(line, flush=True)
+
+    def message(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.console.print(text, highlight=False)
+        else:
+            print(text, flush=True)
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()

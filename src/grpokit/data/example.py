@@ -1,0 +1,25 @@
+"""The unit of training data: one prompt with its reference answer."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Example:
+    """One problem: the user message, the reference answer, free-form metadata and a stable id.
+
+    `id` defaults to a short hash of prompt and answer, so the same problem always gets the same id.
+    """
+
+    prompt: str
+    answer: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            digest = hashlib.sha1(f"{self.prompt}\x00{self.answer}".encode()).hexdigest()
+            self.id = digest[:12]

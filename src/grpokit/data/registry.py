@@ -1,0 +1,31 @@
+"""Name -> built-in task table, with helpful errors for unknown names."""
+
+from __future__ import annotations
+
+import difflib
+
+from .arithmetic import ADD1, ADD2, MUL1
+from .countdown import COUNTDOWN
+from .task import Task
+
+TASKS: dict[str, Task] = {t.name: t for t in (ADD1, ADD2, MUL1, COUNTDOWN)}
+
+
+def unknown_name_error(kind: str, name: str, known: list[str], extra: str = "") -> ValueError:
+    """A ValueError naming the bad value, the known names and the closest match."""
+    close = difflib.get_close_matches(str(name), known, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return ValueError(f"unknown {kind} {name!r}.{hint} Known: {', '.join(sorted(known))}.{extra}")
+
+
+def get_task(name: str) -> Task:
+    """The built-in task called `name`; ValueError with the known names and closest match otherwise."""
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise unknown_name_error("task", name, list(TASKS)) from None
+
+
+def list_tasks() -> dict[str, str]:
+    """Task name -> one-line description."""
+    return {name: task.description for name, task in sorted(TASKS.items())}

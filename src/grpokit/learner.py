@@ -1,0 +1,76 @@
+"""Learner forward pass: chosen-token log-probs, entropies and values of completions, computed from the last
+hidden states with the LM head applied in chunks (no full [N, T, V] float32 logits, spec §1.6)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .algos.entropy import logprobs_and_entropy
+
+
+class ValueHead(nn.Module):
+    """Critic: a linear value head on the policy's last hidden state (features detached, so the value loss
+    never moves the policy). V(s_t) is read at the position that predicts token t."""
+
+    def __init__(self, hidden_size: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(hidden_size, 1)
+        nn.init.zeros_(self.proj.weight)
+        nn.init.zeros_(self.proj.bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.proj(hidden.detach().float()).squeeze(-1)
+
+
+def _decoder_and_head(model: nn.Module) -> tuple[nn.Module, nn.Module]:
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return base.get_decoder(), base.get_output_embeddings()
+
+
+def hidden_size(model: nn.Module) -> int:
+    return int(model.config.hidden_size)
+
+
+def completion_forward(
+    model: nn.Module,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    value_head: ValueHead | None = None,
+    with_entropy: bool = True,
+    chunk_size: int = 1024,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(logp [n,T], entropy [n,T], values [n,T] or None) of the completion tokens, logits / temperature.
+
+    Common left padding of the prompts and right padding of the completions is trimmed first. Position ids
+    follow the attention mask, as in `generate`, so left padding does not shift positions.
+    """
+    device = next(model.parameters()).device
+    n, t_full = completion_ids.shape
+    lead = int((prompt_mask.sum(0) == 0).long().cumprod(0).sum())  # columns padded in every row
+    t_used = int(completion_mask.sum(1).max()) if n else 0
+    t_used = max(t_used, 1)
+    p_ids, p_mask = prompt_ids[:, lead:], prompt_mask[:, lead:]
+    c_ids, c_mask = completion_ids[:, :t_used], completion_mask[:, :t_used]
+    ids = torch.cat([p_ids, c_ids], 1).to(device)
+    attn = torch.cat([p_mask, torch.ones_like(c_mask, dtype=p_mask.dtype)], 1).to(device)
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    decoder, head = _decoder_and_head(model)
+    hidden = decoder(input_ids=ids, attention_mask=attn, position_ids=pos).last_hidden_state
+    p = p_ids.shape[1]
+    h = hidden[:, p - 1 : p - 1 + t_used]
+    logp, ent = logprobs_and_entropy(
+        h, c_ids.to(device), temperature=temperature, head=head, chunk_size=chunk_size, with_entropy=with_entropy
+    )
+    values = value_head(h) if value_head is not None else None
+
+    def pad(x: torch.Tensor | None) -> torch.Tensor | None:
+        if x is None or t_used == t_full:
+            return x
+        return torch.cat([x, torch.zeros(n, t_full - t_used, dtype=x.dtype, device=x.device)], 1)
+
+    return pad(logp), pad(ent), pad(values)

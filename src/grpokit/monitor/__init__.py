@@ -1,0 +1,1 @@
+"""Training health: §17 signals now; detectors, doctor and autopilot build on them."""

@@ -1,0 +1,243 @@
+"""`RewardManager`: weighted sum of several rewards, with every reward call isolated.
+
+Isolation: built-in rewards marked in-process in the registry (`exact_numeric`, `format`, `countdown`: pure
+regex/`ast`, bounded cost) are called directly; `math_verify` (sympy can hang) and every user
+`module:function` reward run in one long-lived forked worker process per manager (see `isolation.py`), killed
+when a call passes `timeout_s` and re-forked on the next call. Measured on 2 CPU cores, 32 completions: the
+three in-process built-ins take ~0.3 ms together; a worker round trip adds ~0.3 ms per reward call
+(`math_verify` itself is ~20 ms). `isolation="process"` sends every reward to the worker, "inline" none.
+
+Failures: a reward that raises, times out, or returns the wrong number of values for the batch is retried
+sample by sample (each call again bounded by `timeout_s`) so the good samples still get scored; None,
+NaN/inf or non-numbers for single samples are failures of those samples. A failed sample gets reward NaN
+(the advantage code leaves NaN rewards out), is reported in `RewardResult.failures` and counted in the
+metrics. When more than `max_fail_frac` of the batch fails, `RewardFailureError` is raised instead.
+Not thread-safe: call `score` from one thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..data.example import Example
+from .isolation import InlineRunner, ProcessRunner, RewardCallError, RewardCallTimeout
+from .registry import RewardFn, is_isolated, load_reward
+from .result import (
+    COMPLETION_CHARS,
+    FAILURE_KINDS,
+    RewardFailure,
+    RewardResult,
+    failure_error,
+)
+
+log = logging.getLogger(__name__)
+ISOLATION_MODES = ("auto", "process", "inline")
+
+
+@dataclass
+class _Reward:
+    name: str  # key in per_reward and metrics: the built-in name, or the function name of a user spec
+    spec: str
+    weight: float
+    fn: RewardFn
+    isolated: bool
+
+
+def _display_name(spec: str, taken: set[str]) -> str:
+    name = spec.rpartition(":")[2] if ":" in spec else spec
+    return spec if name in taken else name
+
+
+def _mean(values: list[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return sum(finite) / len(finite) if finite else float("nan")
+
+
+def check_value(value: Any) -> tuple[float, str | None, str]:
+    """(float value, failure kind or None, message) for one returned value."""
+    if value is None:
+        return math.nan, "none", "returned None"
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
+        return math.nan, "exception", f"returned {type(value).__name__} {repr(value)[:60]}, expected a float"
+    try:
+        f = float(value)
+    except (TypeError, ValueError) as e:
+        return math.nan, "exception", f"returned {type(value).__name__} that is not a float ({e})"
+    if not math.isfinite(f):
+        return math.nan, "nan", f"returned {f}"
+    return f, None, ""
+
+
+class RewardManager:
+    """Scores completions with a weighted sum of rewards given as `[(spec, weight), ...]`.
+
+    `correctness` names the reward whose value is the accuracy (default: the first); names are the built-in
+    name or, for `module:function`, the function name (the full spec when two would clash).
+    """
+
+    def __init__(
+        self,
+        specs: list[tuple[str, float]],
+        timeout_s: float = 10.0,
+        max_fail_frac: float = 0.5,
+        correctness: str | None = None,
+        *,
+        isolation: str = "auto",
+    ) -> None:
+        if not specs:
+            raise ValueError(
+                "RewardManager needs at least one (reward, weight) pair, e.g. [('exact_numeric', 1.0)]"
+            )
+        if isolation not in ISOLATION_MODES:
+            raise ValueError(f"isolation={isolation!r} is not one of {ISOLATION_MODES}")
+        if not timeout_s > 0:
+            raise ValueError(f"reward.timeout_s must be > 0, got {timeout_s}")
+        if not 0.0 <= max_fail_frac <= 1.0:
+            raise ValueError(f"reward.max_fail_frac must be in [0, 1], got {max_fail_frac}")
+        self.timeout_s = float(timeout_s)
+        self.max_fail_frac = float(max_fail_frac)
+        self.rewards: list[_Reward] = []
+        for spec, weight in specs:
+            if any(r.spec == spec for r in self.rewards):
+                raise ValueError(f"reward {spec!r} is listed twice; give it once with the summed weight")
+            if not math.isfinite(float(weight)):
+                raise ValueError(f"reward {spec!r}: weight must be a finite number, got {weight!r}")
+            fn = load_reward(spec)  # imports in this process: errors surface now and the worker inherits it
+            isolated = {"auto": is_isolated(spec), "process": True, "inline": False}[isolation]
+            name = _display_name(spec, {r.name for r in self.rewards})
+            self.rewards.append(_Reward(name, spec, float(weight), fn, isolated))
+        names = {r.name: r.name for r in self.rewards} | {r.spec: r.name for r in self.rewards}
+        if correctness is not None and correctness not in names:
+            raise ValueError(f"correctness={correctness!r} is not one of the rewards {sorted(names)}")
+        self.correctness = names[correctness] if correctness is not None else self.rewards[0].name
+        self._inline = InlineRunner()
+        self._process = ProcessRunner()
+        if any(r.isolated for r in self.rewards):
+            self._process.start()  # fork early, before the trainer starts its threads
+
+    @property
+    def worker(self) -> ProcessRunner:
+        """The worker process runner (for its `pid` and `started` count)."""
+        return self._process
+
+    def close(self) -> None:
+        """Stop the worker process."""
+        self._process.close()
+
+    def __enter__(self) -> RewardManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, r: _Reward, completions: list[str], examples: list[Example]) -> Any:
+        runner = self._process if r.isolated else self._inline
+        return runner.call(r.spec, r.fn, completions, examples, self.timeout_s)
+
+    def _fail(self, r: _Reward, i: int, text: str, kind: str, message: str) -> RewardFailure:
+        return RewardFailure(r.name, i, text[:COMPLETION_CHARS], kind, message)
+
+    def _score_batch(
+        self, r: _Reward, completions: list[str], examples: list[Example]
+    ) -> tuple[list[float], list[RewardFailure], bool]:
+        """Values, failures, and whether the batch call failed and was retried sample by sample."""
+        n = len(completions)
+        try:
+            out = self._call(r, completions, examples)
+            if isinstance(out, list) and len(out) == n:
+                values, failures = [], []
+                for i, v in enumerate(out):
+                    f, kind, msg = check_value(v)
+                    values.append(f)
+                    if kind:
+                        failures.append(self._fail(r, i, completions[i], kind, msg))
+                return values, failures, False
+            reason = f"wrong_count: returned {_count(out)} for {n} completions"
+        except RewardCallTimeout as e:
+            reason = f"timeout: {e}"
+        except RewardCallError as e:
+            reason = f"exception: {e}"
+        log.debug("reward %s failed on the whole batch (%s); retrying sample by sample", r.name, reason)
+        values, failures = self._score_each(r, completions, examples)
+        if not failures:
+            log.warning("reward %s failed on the batch (%s) but on no single sample", r.name, reason)
+        return values, failures, True
+
+    def _score_each(
+        self, r: _Reward, completions: list[str], examples: list[Example]
+    ) -> tuple[list[float], list[RewardFailure]]:
+        n = len(completions)
+        values, failures = [math.nan] * n, []
+        for i in range(n):
+            try:
+                out = self._call(r, [completions[i]], [examples[i]])
+                if isinstance(out, list) and len(out) == 1:
+                    values[i], kind, msg = check_value(out[0])
+                else:
+                    kind, msg = "wrong_count", f"returned {_count(out)} for 1 completion"
+            except RewardCallTimeout as e:
+                kind, msg = "timeout", str(e)
+            except RewardCallError as e:
+                kind, msg = "exception", str(e)
+            if kind:
+                failures.append(self._fail(r, i, completions[i], kind, msg))
+                if len(failures) > self.max_fail_frac * n:  # the batch is lost anyway: stop waiting on it
+                    raise failure_error([r.name], failures, n, self.max_fail_frac, complete=i == n - 1)
+        return values, failures
+
+    def score(self, completions: list[str], examples: list[Example]) -> RewardResult:
+        """Score a batch: `rewards[i]` is the weighted sum, NaN where any reward failed on sample i."""
+        if len(completions) != len(examples):
+            raise ValueError(f"{len(completions)} completions for {len(examples)} examples")
+        n = len(completions)
+        t0 = time.perf_counter()
+        per_reward: dict[str, list[float]] = {}
+        failures: list[RewardFailure] = []
+        metrics: dict[str, float] = {"reward/batch_retries": 0.0}
+        for r in self.rewards:
+            t = time.perf_counter()
+            values, fails, retried = self._score_batch(r, completions, examples) if n else ([], [], False)
+            metrics[f"reward/{r.name}_seconds"] = time.perf_counter() - t
+            metrics["reward/batch_retries"] += retried
+            per_reward[r.name] = values
+            failures.extend(fails)
+            if len({f.index for f in fails}) > self.max_fail_frac * n:
+                raise failure_error([r.name], fails, n, self.max_fail_frac)
+        failed = {f.index for f in failures}
+        if len(failed) > self.max_fail_frac * n:
+            names = list(dict.fromkeys(f.reward for f in failures))
+            raise failure_error(names, failures, n, self.max_fail_frac)
+        rewards = [
+            math.nan if i in failed else sum(r.weight * per_reward[r.name][i] for r in self.rewards)
+            for i in range(n)
+        ]
+        accuracy = per_reward[self.correctness]
+        metrics |= {
+            "reward/mean": _mean(rewards),
+            "reward/accuracy": _mean(accuracy),
+            "reward/fail_frac": len(failed) / n if n else 0.0,
+        }
+        metrics |= {f"reward/failures_{k}": float(sum(f.kind == k for f in failures)) for k in FAILURE_KINDS}
+        metrics |= {f"reward/{name}_mean": _mean(v) for name, v in per_reward.items()}
+        metrics["reward/seconds"] = time.perf_counter() - t0
+        if failures:
+            first = failures[0]
+            log.warning(
+                "%d reward failure(s) on %d of %d samples (excluded); first: %s on sample %d (%s): %s",
+                len(failures),
+                len(failed),
+                n,
+                first.reward,
+                first.index,
+                first.kind,
+                first.message,
+            )
+        return RewardResult(rewards, accuracy, per_reward, failures, metrics)
+
+
+def _count(out: Any) -> str:
+    return f"{len(out)} values" if isinstance(out, list) else f"a {type(out).__name__} instead of a list"

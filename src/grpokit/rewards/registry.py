@@ -1,0 +1,122 @@
+"""Name -> built-in reward table, and `load_reward` for built-in names or user `module:function` specs."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from ..data.example import Example
+
+
+class RewardFn(Protocol):
+    """A batch reward: one float (or None when it cannot score that sample) per completion."""
+
+    def __call__(self, completions: list[str], examples: list[Example]) -> Sequence[float | None]: ...
+
+
+@dataclass(frozen=True)
+class BuiltinReward:
+    """A built-in reward: where its function lives, what it checks, and whether it runs in the worker process.
+
+    `isolated` rewards can hang on adversarial input (sympy inside math_verify) and run in the killable
+    worker; the others are pure regex/`ast` code with bounded cost and run in-process.
+    """
+
+    target: str  # "module:function", imported on first use so heavy dependencies load only when needed
+    description: str
+    isolated: bool = False
+
+
+REWARDS: dict[str, BuiltinReward] = {
+    "exact_numeric": BuiltinReward(
+        "grpokit.rewards.numeric:exact_numeric",
+        "1.0 if the last number in the completion equals the numeric answer (handles -3, 1,234, 2.5)",
+    ),
+    "math_verify": BuiltinReward(
+        "grpokit.rewards.mathverify:math_verify_reward",
+        "1.0 if math_verify finds the completion's answer equivalent to the reference (\\boxed{}, fractions)",
+        isolated=True,
+    ),
+    "format": BuiltinReward(
+        "grpokit.rewards.numeric:format_reward",
+        "1.0 if the completion is just a number (sign, commas, decimals, optional trailing period)",
+    ),
+    "countdown": BuiltinReward(
+        "grpokit.rewards.countdown:countdown",
+        "1.0 if the expression on the last line / after 'Answer:' hits the target using each number once",
+    ),
+}
+
+
+def list_rewards() -> dict[str, str]:
+    """Built-in reward name -> one-line description."""
+    return {name: r.description for name, r in sorted(REWARDS.items())}
+
+
+def is_isolated(spec: str) -> bool:
+    """Whether `spec` runs in the worker process: user functions and the built-ins marked `isolated`."""
+    return spec not in REWARDS or REWARDS[spec].isolated
+
+
+def _import_module(spec: str, module: str, attr: str) -> object:
+    if module.endswith(".py"):
+        path = Path(module).expanduser()
+        if not path.is_file():
+            raise ValueError(f"reward {spec!r}: file {str(path)!r} does not exist")
+        name = f"grpokit_user_reward_{path.stem}"
+        mspec = importlib.util.spec_from_file_location(name, path)
+        if mspec is None or mspec.loader is None:
+            raise ValueError(f"reward {spec!r}: cannot load {str(path)!r} as a Python module")
+        mod = importlib.util.module_from_spec(mspec)
+        sys.modules[name] = mod
+        mspec.loader.exec_module(mod)
+        return mod
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        where = "it" if e.name == module else f"{e.name!r}, which it imports,"
+        raise ValueError(
+            f"reward {spec!r}: cannot import module {module!r} ({e}); make sure {where} is importable "
+            f"(installed or on PYTHONPATH), or give a file path such as path/to/rewards.py:{attr}"
+        ) from e
+
+
+def _load_target(spec: str, target: str) -> Callable[..., object]:
+    module, _, attr = target.rpartition(":")
+    if not module or not attr:
+        raise ValueError(f"reward {spec!r}: expected 'module:function', e.g. 'my_rewards:length_penalty'")
+    try:
+        mod = _import_module(spec, module, attr)
+    except ValueError:
+        raise
+    except Exception as e:
+        raise ValueError(f"reward {spec!r}: importing {module!r} failed with {type(e).__name__}: {e}") from e
+    fn = getattr(mod, attr, None)
+    if fn is None:
+        public = sorted(k for k, v in vars(mod).items() if callable(v) and not k.startswith("_"))
+        raise ValueError(
+            f"reward {spec!r}: module {module!r} has no attribute {attr!r}; its public callables: {public}"
+        )
+    if not callable(fn):
+        raise ValueError(f"reward {spec!r}: {module}.{attr} is a {type(fn).__name__}, not a function")
+    return fn
+
+
+def load_reward(spec: str) -> RewardFn:
+    """A built-in reward by name, or a user function: `pkg.module:function` or `path/file.py:function`."""
+    if spec in REWARDS:
+        return _load_target(spec, REWARDS[spec].target)  # type: ignore[return-value]
+    if ":" not in spec:
+        close = difflib.get_close_matches(spec, list(REWARDS), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"unknown reward {spec!r}.{hint} Built-ins: {', '.join(sorted(REWARDS))}; "
+            "or give your own function as 'module:function'"
+        )
+    return _load_target(spec, spec)  # type: ignore[return-value]

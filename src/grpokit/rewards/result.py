@@ -1,0 +1,60 @@
+"""What scoring a batch returns: combined rewards, per-reward values, failures and metrics."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+FAILURE_KINDS = ("exception", "nan", "none", "wrong_count", "timeout")
+COMPLETION_CHARS = 200
+
+
+@dataclass
+class RewardFailure:
+    """One sample one reward could not score. `kind` is one of FAILURE_KINDS ("nan" covers +-inf too)."""
+
+    reward: str
+    index: int
+    completion: str  # truncated to 200 characters
+    kind: str
+    message: str
+
+
+@dataclass
+class RewardResult:
+    """Scores of one batch. Samples with any failed reward get `rewards[i] = nan` (excluded from training)."""
+
+    rewards: list[float]
+    accuracy: list[float]
+    per_reward: dict[str, list[float]]
+    failures: list[RewardFailure] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+class RewardFailureError(RuntimeError):
+    """Too many samples of a batch could not be scored; `failures` holds what was found."""
+
+    def __init__(self, message: str, failures: list[RewardFailure]) -> None:
+        super().__init__(message)
+        self.failures = failures
+
+
+def failure_error(
+    rewards: list[str], failures: list[RewardFailure], n: int, max_fail_frac: float, complete: bool = True
+) -> RewardFailureError:
+    """The error for failures on more than `max_fail_frac` of `n` samples, with an example and the fixes."""
+    failed = len({f.index for f in failures})
+    kinds = Counter(f.kind for f in failures)
+    first = failures[0]
+    names = ", ".join(repr(r) for r in rewards)
+    count = f"{failed} of {n}" if complete else f"at least {failed} of {n}"
+    slow = " (or --set reward.timeout_s=<seconds> if it is only slow)" if kinds["timeout"] else ""
+    message = (
+        f"reward {names} failed on {count} samples, more than reward.max_fail_frac={max_fail_frac:g}: "
+        f"{', '.join(f'{c} {k}' for k, c in kinds.most_common())}. "
+        f"First: sample {first.index} ({first.kind}) {first.message}; "
+        f"completion: {first.completion[:120]!r}. "
+        f"Fix the reward function{slow}, or tolerate more failed samples with "
+        f"--set reward.max_fail_frac=<0..1>."
+    )
+    return RewardFailureError(message, failures)

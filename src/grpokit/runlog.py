@@ -1,0 +1,69 @@
+"""Run directory writers: config.yaml, metrics.jsonl, completions.jsonl, TensorBoard events."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+class RunLog:
+    """Appends one JSON line per step; mirrors numeric metrics to TensorBoard when available."""
+
+    def __init__(self, run_dir: Path, tensorboard: bool = True) -> None:
+        self.dir = run_dir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.metrics_path = run_dir / "metrics.jsonl"
+        self.samples_path = run_dir / "completions.jsonl"
+        self.alerts_path = run_dir / "alerts.jsonl"
+        self.tb = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.tb = SummaryWriter(str(run_dir / "tb"))
+            except ImportError:  # tensorboard is a declared dependency; stay usable without it
+                self.tb = None
+
+    def write_config(self, cfg: dict[str, Any]) -> None:
+        (self.dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        row = {"step": step, **{k: _clean(v) for k, v in metrics.items()}}
+        with self.metrics_path.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        if self.tb is not None:
+            for k, v in metrics.items():
+                if isinstance(v, (int, float)) and math.isfinite(float(v)):
+                    self.tb.add_scalar(k, float(v), step)
+            self.tb.flush()
+
+    def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
+        with self.samples_path.open("a") as f:
+            for r in rows:
+                f.write(json.dumps({"step": step, **r}) + "\n")
+
+    def alert(self, row: dict[str, Any]) -> None:
+        with self.alerts_path.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    def truncate_after(self, step: int) -> None:
+        """On resume: drop metric/sample rows logged after the checkpoint's step (they will be redone)."""
+        for path in (self.metrics_path, self.samples_path, self.alerts_path):
+            if not path.exists():
+                continue
+            keep = [ln for ln in path.read_text().splitlines() if ln and json.loads(ln).get("step", 0) <= step]
+            path.write_text("".join(ln + "\n" for ln in keep))
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()

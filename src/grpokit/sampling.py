@@ -1,0 +1,114 @@
+"""Which sampled groups a step trains on (spec §5 dynamic sampling, §6 GPG resampling).
+
+A strategy gets `draw()` — sample P fresh prompts x G responses, scored — and returns the training batch and its
+metrics. Registered by name; the recipe picks one through `algo.dynamic_sampling` / `algo.gpg_threshold`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from .algos.compose import AlgoConfig
+from .algos.shaping import group_keep_mask
+from .batch import Batch
+from .monitor.signals import zero_variance_signals
+
+Draw = Callable[[], Batch]
+STRATEGIES: dict[str, Callable[[Draw, int, AlgoConfig], tuple[Batch, dict[str, float]]]] = {}
+
+
+class DynamicSamplingError(RuntimeError):
+    """Dynamic sampling could not fill the batch within `algo.max_gen_rounds` rounds."""
+
+
+def strategy(name: str) -> Callable:
+    def deco(fn: Callable) -> Callable:
+        STRATEGIES[name] = fn
+        return fn
+
+    return deco
+
+
+def strategy_name(cfg: AlgoConfig) -> str:
+    if cfg.dynamic_sampling:
+        return "dapo"
+    if cfg.gpg_threshold is not None:
+        return "gpg"
+    return "all"
+
+
+def _filter_metric(b: Batch, cfg: AlgoConfig) -> torch.Tensor:
+    return b.accuracy if cfg.filter_metric == "accuracy" else torch.nan_to_num(b.rewards, nan=0.0)
+
+
+def _groups(b: Batch) -> list[torch.Tensor]:
+    return [torch.nonzero(b.group_ids == g).squeeze(1) for g in torch.unique(b.group_ids)]
+
+
+def _prefilter_metrics(batches: list[Batch], rounds: int) -> dict[str, float]:
+    allb = Batch.concat(batches)
+    m = zero_variance_signals(allb.rewards, allb.accuracy, allb.group_ids)
+    m["sampling/rounds"] = float(rounds)
+    m["sampling/generated_groups"] = float(len(torch.unique(allb.group_ids)))
+    return m
+
+
+@strategy("all")
+def keep_all(draw: Draw, prompts: int, cfg: AlgoConfig) -> tuple[Batch, dict[str, float]]:
+    """Train on every sampled group (GRPO, Dr. GRPO, ...)."""
+    b = draw()
+    return b, _prefilter_metrics([b], 1)
+
+
+@strategy("dapo")
+def dapo_dynamic_sampling(draw: Draw, prompts: int, cfg: AlgoConfig) -> tuple[Batch, dict[str, float]]:
+    """DAPO dynamic sampling (spec §5): keep groups whose filter metric has population std > 0 (or G = 1), draw
+    again until `prompts` groups are kept, then take the first `prompts`. Not full after `max_gen_rounds`
+    rounds -> DynamicSamplingError (verl's behaviour; never a silent small batch)."""
+    kept: list[Batch] = []
+    drawn: list[Batch] = []
+    n_kept = 0
+    for rnd in range(1, max(cfg.max_gen_rounds, 1) + 1):
+        b = draw()
+        drawn.append(b)
+        keep = group_keep_mask(_filter_metric(b, cfg), b.group_ids)
+        for idx in _groups(b):
+            if bool(keep[idx[0]]) and n_kept < prompts:
+                kept.append(b.select(idx))
+                n_kept += 1
+        if n_kept >= prompts:
+            metrics = _prefilter_metrics(drawn, rnd)
+            return Batch.concat(kept), metrics
+    zv = _prefilter_metrics(drawn, len(drawn))["zv/frac"]
+    raise DynamicSamplingError(
+        f"dynamic sampling kept {n_kept} of {prompts} groups after algo.max_gen_rounds={cfg.max_gen_rounds} rounds "
+        f"(zero-variance fraction {zv:.2f}): raise algo.max_gen_rounds, use a larger rollout.group_size, or "
+        "filter the data to prompts the model sometimes solves (grpokit preflight)"
+    )
+
+
+@strategy("gpg")
+def gpg_resampling(draw: Draw, prompts: int, cfg: AlgoConfig) -> tuple[Batch, dict[str, float]]:
+    """GPG threshold (spec §6): while the valid-group fraction (B-M)/B of what was drawn is below
+    `gpg_threshold`, draw again (at most `max_gen_rounds`); assemble valid groups first, topped up with
+    degenerate groups to `prompts` groups."""
+    drawn: list[Batch] = []
+    valid: list[Batch] = []
+    degenerate: list[Batch] = []
+    rnd = 0
+    while rnd < max(cfg.max_gen_rounds, 1):
+        rnd += 1
+        b = draw()
+        drawn.append(b)
+        keep = group_keep_mask(torch.nan_to_num(b.rewards, nan=0.0), b.group_ids)
+        for idx in _groups(b):
+            (valid if bool(keep[idx[0]]) and len(idx) > 1 else degenerate).append(b.select(idx))
+        frac = min(1.0, len(valid) / prompts)
+        if frac >= (cfg.gpg_threshold or 0.0):
+            break
+    chosen = (valid + degenerate)[:prompts]
+    metrics = _prefilter_metrics(drawn, rnd)
+    metrics["gpg/valid_frac"] = min(len(valid), prompts) / max(len(chosen), 1)
+    return Batch.concat(chosen), metrics
