@@ -42,11 +42,25 @@ def _batch(n=8, t=T, seed=0, lengths=None):
 def test_registries_list_the_expected_methods():
     """§18/§19: every method the edge-case matrix names is registered (guards the parametrisations below)."""
     m = list_methods()
-    for name in ("grpo", "dr_grpo", "rloo", "gpg", "reinforce_pp", "reinforce_pp_baseline", "pass_at_k", "gae"):
+    for name in (
+        "grpo",
+        "dr_grpo",
+        "rloo",
+        "gpg",
+        "reinforce_pp",
+        "reinforce_pp_baseline",
+        "pass_at_k",
+        "gae",
+    ):
         assert name in m["advantage"]
     for name in ("ppo_clip", "pg", "gspo", "gspo_token", "gmpo", "cispo", "clip_cov", "kl_cov"):
         assert name in m["policy_loss"]
-    assert set(m["aggregation"]) == {"token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "constant-norm"}
+    assert set(m["aggregation"]) == {
+        "token-mean",
+        "seq-mean-token-mean",
+        "seq-mean-token-sum",
+        "constant-norm",
+    }
     assert {"k1", "k2", "k3"} <= set(m["kl_estimator"])
 
 
@@ -59,8 +73,11 @@ ZERO_VAR_METHODS = {
     "dapo": ("grpo", {}, dict(policy_loss="ppo_clip", eps_high=0.28, loss_agg="token-mean")),
     "gpg": ("gpg", {}, dict(policy_loss="pg", loss_agg="token-mean")),
     "gspo": ("grpo", {}, dict(policy_loss="gspo", eps_low=0.5, eps_high=0.5, loss_agg="seq-mean-token-mean")),
-    "gspo_token": ("grpo", {}, dict(policy_loss="gspo_token", eps_low=0.5, eps_high=0.5,
-                                    loss_agg="seq-mean-token-mean")),
+    "gspo_token": (
+        "grpo",
+        {},
+        dict(policy_loss="gspo_token", eps_low=0.5, eps_high=0.5, loss_agg="seq-mean-token-mean"),
+    ),
     "gmpo": ("grpo", {"adv_eps": 1e-8}, dict(policy_loss="gmpo", loss_agg="seq-mean-token-mean")),
     "cispo": ("grpo", {}, dict(policy_loss="cispo", loss_agg="token-mean")),
     "rloo": ("rloo", {}, dict(policy_loss="ppo_clip", loss_agg="token-mean")),
@@ -129,8 +146,9 @@ def test_19_1_reinforce_pp_baseline_zero_variance_group_is_not_zero():
 def test_19_1_reinforce_pp_whitening_needs_two_tokens():
     """§19.1: REINFORCE++-baseline whitening is undefined with < 2 valid tokens -> error (verl raises)."""
     with pytest.raises(ValueError):
-        get_advantage("reinforce_pp_baseline")(torch.tensor([1.0, 0.0]), torch.zeros(2),
-                                                mask=torch.tensor([[1.0, 0.0], [0.0, 0.0]]))
+        get_advantage("reinforce_pp_baseline")(
+            torch.tensor([1.0, 0.0]), torch.zeros(2), mask=torch.tensor([[1.0, 0.0], [0.0, 0.0]])
+        )
 
 
 def test_19_1_gpg_all_groups_degenerate_skips_update():
@@ -162,8 +180,10 @@ def test_19_1_gpg_singleton_counts_in_m():
     """§19.1 GPG: a group of size 1 counts as degenerate (in M): B=3, M=1, alpha=1.5."""
     alpha, b, m = gpg_alpha(torch.tensor([1.0, 0.0, 5.0]), torch.tensor([0, 0, 1]))
     assert (alpha, b, m) == (1.5, 3, 1)
-    torch.testing.assert_close(get_advantage("gpg")(torch.tensor([1.0, 0.0, 5.0]), torch.tensor([0, 0, 1])),
-                               torch.tensor([0.75, -0.75, 0.0]))
+    torch.testing.assert_close(
+        get_advantage("gpg")(torch.tensor([1.0, 0.0, 5.0]), torch.tensor([0, 0, 1])),
+        torch.tensor([0.75, -0.75, 0.0]),
+    )
 
 
 def test_15_3_passk_groups_of_size_one_raise():
@@ -235,13 +255,27 @@ def test_19_1_everything_masked_through_compute_loss(mode):
     values = torch.randn(n, T, dtype=torch.float64).requires_grad_(True)
     mask = torch.zeros(n, T, dtype=torch.float64)
     inputs = LossInputs(
-        logp=logp, mask=mask, advantages=torch.ones(n, dtype=torch.float64), old_logp=logp.detach() - 0.1,
-        ref_logp=logp.detach() + 0.2, samp_logp=logp.detach() + 0.05, entropy=ent, values=values,
-        old_values=values.detach() + 0.1, returns=torch.ones(n, T, dtype=torch.float64),
+        logp=logp,
+        mask=mask,
+        advantages=torch.ones(n, dtype=torch.float64),
+        old_logp=logp.detach() - 0.1,
+        ref_logp=logp.detach() + 0.2,
+        samp_logp=logp.detach() + 0.05,
+        entropy=ent,
+        values=values,
+        old_values=values.detach() + 0.1,
+        returns=torch.ones(n, T, dtype=torch.float64),
         positive=torch.tensor([True, False, True]),
     )
-    cfg = AlgoConfig(loss_agg=mode, l_norm=float(T), kl_coef=0.1, entropy_coef=0.01, vf_coef=0.5, nll_coef=0.1,
-                     is_correction="token_truncate")
+    cfg = AlgoConfig(
+        loss_agg=mode,
+        l_norm=float(T),
+        kl_coef=0.1,
+        entropy_coef=0.01,
+        vf_coef=0.5,
+        nll_coef=0.1,
+        is_correction="token_truncate",
+    )
     loss, metrics = compute_loss(inputs, cfg)
     grads = torch.autograd.grad(loss, [logp, ent, values], allow_unused=True)
     assert float(loss) == 0.0

@@ -114,8 +114,9 @@ def test_18_1_groups_are_independent():
 def _ppo_token(r, a, **params):
     """One-token PPO loss and its gradient d loss / d logp at ratio r (old_logp = 0, logp = log r)."""
     logp = leaf([[math.log(r)]])
-    loss, metrics = get_policy_loss("ppo_clip")(logp, torch.zeros(1, 1, dtype=torch.float64), torch.tensor([a]),
-                                                torch.ones(1, 1), **params)
+    loss, metrics = get_policy_loss("ppo_clip")(
+        logp, torch.zeros(1, 1, dtype=torch.float64), torch.tensor([a]), torch.ones(1, 1), **params
+    )
     return float(loss.detach()), float(grad_of(loss.sum(), logp)), metrics
 
 
@@ -212,8 +213,9 @@ def _seq_loss(name, d, a, **params):
     """One sequence with token log-ratios d (old_logp = 0): aggregated seq-mean loss and d loss / d logp."""
     logp = leaf([d])
     mask = torch.ones(1, len(d))
-    tok, metrics = get_policy_loss(name)(logp, torch.zeros(1, len(d), dtype=torch.float64), torch.tensor([a]), mask,
-                                         **params)
+    tok, metrics = get_policy_loss(name)(
+        logp, torch.zeros(1, len(d), dtype=torch.float64), torch.tensor([a]), mask, **params
+    )
     loss = aggregate(tok, mask, "seq-mean-token-mean")
     return float(loss.detach()), grad_of(loss, logp)[0], metrics
 
@@ -379,7 +381,12 @@ def test_18_9_vapo_gae_uses_length_adaptive_lambda():
     close(adv, [[0.1, 0.1, 0.3]])
     # alpha large enough that lambda = 1 - 1/(alpha * 3) = 0.95 -> alpha = 1/(0.15)
     adv = get_advantage("vapo_gae")(
-        torch.tensor([1.0]), torch.zeros(1), values=VAL_189, mask=MASK_189, gae_alpha=1 / 0.15, adv_whiten=False
+        torch.tensor([1.0]),
+        torch.zeros(1),
+        values=VAL_189,
+        mask=MASK_189,
+        gae_alpha=1 / 0.15,
+        adv_whiten=False,
     )
     close(adv, [[0.46575, 0.385, 0.3]], atol=1e-5)
 
@@ -544,8 +551,9 @@ def test_18_14_kl_cov_selects_top1_token_4():
     """§18.14 KL-Cov top-1 selects token 4: only it gets the coef*|logp - old| term; others l = -A r (no clip)."""
     logp = LP_COV.clone().double().requires_grad_(True)
     old = logp.detach() - 0.5  # r = e^0.5 everywhere, far outside any PPO clip range: KL-Cov does not clip
-    loss, metrics = get_policy_loss("kl_cov")(logp, old, A_COV.double(), torch.ones(4, 1), kl_cov_ratio=0.25,
-                                              kl_cov_coef=2.0)
+    loss, metrics = get_policy_loss("kl_cov")(
+        logp, old, A_COV.double(), torch.ones(4, 1), kl_cov_ratio=0.25, kl_cov_coef=2.0
+    )
     r = math.exp(0.5)
     expected = [-1 * r, -1 * r, r, r + 2.0 * 0.5]
     close(loss.flatten(), expected)
@@ -561,9 +569,16 @@ def test_18_14_clip_cov_candidates_are_tokens_1_and_4():
         for seed in range(5):
             logp = LP_COV.clone().double().requires_grad_(True)
             gen = torch.Generator().manual_seed(seed)
-            loss, metrics = get_policy_loss("clip_cov")(logp, logp.detach(), A_COV.double(), mask,
-                                                        clip_cov_ratio=ratio, clip_cov_lb=1.0, clip_cov_ub=5.0,
-                                                        generator=gen)
+            loss, metrics = get_policy_loss("clip_cov")(
+                logp,
+                logp.detach(),
+                A_COV.double(),
+                mask,
+                clip_cov_ratio=ratio,
+                clip_cov_lb=1.0,
+                clip_cov_ub=5.0,
+                generator=gen,
+            )
             g = grad_of(loss.sum(), logp).flatten()
             detached = (g == 0).nonzero().flatten().tolist()
             assert len(detached) == n_detached
@@ -577,8 +592,9 @@ def test_14_1_clip_cov_excludes_ppo_clipped_tokens():
     logp = LP_COV.clone().double().requires_grad_(True)
     old = logp.detach().clone()
     old[3] += 1.0  # token 4: r = e^-1 < 1 - eps_low for A = -1 -> PPO-clipped
-    loss, _ = get_policy_loss("clip_cov")(logp, old, A_COV.double(), torch.ones(4, 1), eps_low=0.2, eps_high=0.2,
-                                          clip_cov_ratio=1.0)
+    loss, _ = get_policy_loss("clip_cov")(
+        logp, old, A_COV.double(), torch.ones(4, 1), eps_low=0.2, eps_high=0.2, clip_cov_ratio=1.0
+    )
     g = grad_of(loss.sum(), logp).flatten()
     assert g[0] == 0.0  # token 1 detached by Clip-Cov
     assert g[3] == 0.0  # token 4 zero because of the PPO clip, not Clip-Cov

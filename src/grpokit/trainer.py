@@ -370,7 +370,7 @@ class Trainer:
                         )
                     dev = logp.device
                     mask = mbb.mask[idx].to(dev)
-                    sel = lambda x: None if x is None else x[idx].to(dev)  # noqa: E731
+                    sel = _selector(idx, dev)
                     if mbb.old_logp is None:
                         entropies.append(ent.detach().float().cpu()[mbb.raw_mask[idx].bool()])
                     inputs = LossInputs(
@@ -557,6 +557,13 @@ class Trainer:
         model.save_pretrained(out, safe_serialization=True)
         self.tokenizer.save_pretrained(out)
         return out
+
+
+def _selector(idx: torch.Tensor, dev: Any):
+    def sel(x: torch.Tensor | None) -> torch.Tensor | None:
+        return None if x is None else x[idx].to(dev)
+
+    return sel
 
 
 def _mean_dicts(rows: list[dict[str, float]]) -> dict[str, float]:

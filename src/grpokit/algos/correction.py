@@ -66,10 +66,13 @@ def is_weights(
     samp_logp: torch.Tensor,
     mask: torch.Tensor,
     mode: str = "token_truncate",
-    **params: float | None,
+    *,
+    is_c_max: float = 2.0,
+    is_c_min: float | None = None,
 ) -> torch.Tensor:
-    """Importance weights [N,T] of the named correction (spec §10)."""
-    return IS_CORRECTIONS.get(mode)(old_logp, samp_logp, mask, **params)
+    """Importance weights [N,T] of the named correction (spec §10). The bounds are named parameters (not
+    **kwargs) so that `compose.call_with_params` forwards `algo.is_c_max` / `algo.is_c_min` to them."""
+    return IS_CORRECTIONS.get(mode)(old_logp, samp_logp, mask, is_c_max=is_c_max, is_c_min=is_c_min)
 
 
 def mismatch_stats(

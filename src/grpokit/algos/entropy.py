@@ -17,7 +17,8 @@ from torch.utils.checkpoint import checkpoint
 
 def _expected_logit(z: torch.Tensor) -> torch.Tensor:
     """sum_v softmax(z)_v z_v, with -inf (vocabulary-padding) entries contributing 0 instead of 0 * -inf = NaN."""
-    return (torch.softmax(z, dim=-1) * z.masked_fill(torch.isneginf(z), 0.0)).sum(-1)
+    z_finite = torch.nan_to_num(z, nan=float("nan"), posinf=float("inf"), neginf=0.0)  # only -inf -> 0, one pass
+    return (torch.softmax(z, dim=-1) * z_finite).sum(-1)
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
@@ -65,8 +66,9 @@ def logprobs_and_entropy(
         x.requires_grad or (head is not None and any(p.requires_grad for p in getattr(head, "parameters", list)()))
     )
     lps, ents = [], []
-    for s in range(0, x.shape[0], chunk_size):
-        xs, ts = x[s : s + chunk_size], tok[s : s + chunk_size]
+    # `split` (one backward node that concatenates the chunk gradients) rather than `x[s:e]` slices: each slice's
+    # backward would allocate and accumulate a zero-filled gradient of the FULL [N*T, V] input per chunk.
+    for xs, ts in zip(x.split(chunk_size), tok.split(chunk_size)):
         if needs_grad:
             lp, en = checkpoint(fn, xs, ts, use_reentrant=False)
         else:

@@ -201,7 +201,8 @@ def cispo_loss(
     """CISPO (spec §9): l = -sg(r_hat) * A * logp; every token keeps a gradient (-r_hat A grad logp).
 
     `cispo_cap_mode="relative"` (verl, spec default): r_hat = clip(r, 1 - cispo_eps_low, 1 + cispo_eps_high),
-    no lower clip when cispo_eps_low is None (the paper's setting). `"absolute"` (TRL/ScaleRL): r_hat = min(r, cispo_cap).
+    no lower clip when cispo_eps_low is None (the paper's setting).
+    `"absolute"` (TRL/ScaleRL): r_hat = min(r, cispo_cap).
     The loss *value* contains logp and is not comparable with PPO-family losses; compare gradients.
     """
     a = broadcast_advantages(advantages, mask).to(logp.dtype)

@@ -137,15 +137,17 @@ def load_hf_dataset(
 ) -> list[Example]:
     """Examples from a local json/jsonl/csv/parquet file or a `save_to_disk` directory via `datasets`.
 
-    A single file is one split (`split` is ignored); a saved `DatasetDict` is indexed by `split`.
+    A single file is one split (`split` is ignored); a saved `DatasetDict` is indexed by `split`. Rows are
+    numbered from 1 in errors and ids (row k of a JSONL file without blank lines is line k).
     """
     p = _existing(path_or_name)
     try:
         ds = _open_local(p, split)
-    except ValueError:
-        raise
-    except Exception as e:  # datasets wraps parse errors in many types
-        raise ValueError(f"{p}: could not be loaded with datasets ({type(e).__name__}: {e})") from e
+    except Exception as e:  # datasets raises many types; name the path in all of them
+        if isinstance(e, ValueError) and str(e).startswith(str(p)):
+            raise
+        cause = f"; caused by {type(e.__cause__).__name__}: {e.__cause__}" if e.__cause__ else ""
+        raise ValueError(f"{p}: could not be loaded with datasets ({type(e).__name__}: {e}{cause})") from e
     columns = list(ds.column_names)
     for key, arg in ((prompt_key, "prompt_key"), (answer_key, "answer_key")):
         if key not in columns:
@@ -154,10 +156,10 @@ def load_hf_dataset(
         record_to_example(
             row,
             source=str(p),
-            where=f"row {i} (0-based)",
+            where=f"row {i + 1}",
             prompt_key=prompt_key,
             answer_key=answer_key,
-            default_id=f"{p.stem}/{i}",
+            default_id=f"{p.stem}/{i + 1}",
         )
         for i, row in enumerate(ds)
     ]

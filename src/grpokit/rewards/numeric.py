@@ -30,9 +30,7 @@ def last_number(text: str) -> Decimal | None:
 
 
 def _reference(example: Example) -> Decimal:
-    ref = parse_number(example.answer)
-    if ref is None:
-        ref = last_number(example.answer)  # e.g. GSM8K-style "... #### 42"
+    ref = parse_number(example.answer.rpartition("####")[2])  # GSM8K-style "reasoning #### 42" too
     if ref is None or not ref.is_finite():
         raise ValueError(
             f"exact_numeric: the reference answer {example.answer!r} of example {example.id!r} is not a "

@@ -22,7 +22,11 @@ class RewardFailure:
 
 @dataclass
 class RewardResult:
-    """Scores of one batch. Samples with any failed reward get `rewards[i] = nan` (excluded from training)."""
+    """Scores of one batch. Samples with any failed reward get `rewards[i] = nan` (excluded from training).
+
+    `per_reward[name]` holds the unweighted values (NaN where that reward failed); `accuracy` is the
+    correctness reward's values (NaN only where that reward itself failed).
+    """
 
     rewards: list[float]
     accuracy: list[float]
