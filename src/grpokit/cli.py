@@ -17,6 +17,17 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
+def _quiet_libraries() -> None:
+    """Keep the terminal for grpokit's own progress: no per-shard bars or info logs from transformers."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except ImportError:
+        pass
+
+
 def cmd_recipes(args: argparse.Namespace) -> int:
     from .config import build_config, list_recipes
 
@@ -207,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     from .config import ConfigError
 
     args = build_parser().parse_args(argv)
+    _quiet_libraries()
     try:
         return int(args.fn(args) or 0)
     except ConfigError as e:

@@ -224,28 +224,28 @@ def compute_loss(
 
     pg = aggregate(per_tok, mask, cfg.loss_agg, denominators=dens["main"], l_norm=cfg.l_norm)
     total = pg
-    metrics["actor/pg_loss"] = float(pg)
+    metrics["actor/pg_loss"] = float(pg.detach())
 
     beta = cfg.kl_coef if kl_coef is None else kl_coef
     if beta > 0 and cfg.kl_placement == "loss" and inputs.ref_logp is not None:
         kl = kl_estimate(inputs.logp, inputs.ref_logp, cfg.kl_estimator)
         kl_loss = aggregate(kl, mask, cfg.loss_agg, denominators=dens["main"], l_norm=cfg.l_norm)
         total = total + beta * kl_loss
-        metrics["actor/kl_loss"] = float(kl_loss)
+        metrics["actor/kl_loss"] = float(kl_loss.detach())
 
     c_h = cfg.entropy_coef if entropy_coef is None else entropy_coef
     if c_h > 0 and inputs.entropy is not None:
         emask = mask if inputs.keep is None else inputs.keep
         ent = aggregate(inputs.entropy, emask, "token-mean", denominators=dens["main"])
         total = total - c_h * ent
-        metrics["actor/entropy_bonus"] = float(ent)
+        metrics["actor/entropy_bonus"] = float(ent.detach())
 
     if cfg.vf_coef > 0 and inputs.values is not None and inputs.returns is not None:
         old_v = inputs.values.detach() if inputs.old_values is None else inputs.old_values
         vl, vm = value_loss(inputs.values, old_v, inputs.returns, mask, value_clip=cfg.value_clip)
         v_agg = aggregate(vl, mask, cfg.loss_agg, denominators=dens["main"], l_norm=cfg.l_norm)
         total = total + cfg.vf_coef * v_agg
-        metrics["critic/value_loss"] = float(v_agg)
+        metrics["critic/value_loss"] = float(v_agg.detach())
         metrics.update({f"critic/{k}": v for k, v in vm.items()})
 
     if cfg.nll_coef > 0 and inputs.positive is not None:
@@ -253,7 +253,7 @@ def compute_loss(
         den = dens["nll"].tokens if "nll" in dens else float(pos_mask.sum())
         nll = -masked_sum(inputs.logp, pos_mask) / den if den > 0 else inputs.logp.sum() * 0.0
         total = total + cfg.nll_coef * nll
-        metrics["actor/nll_loss"] = float(nll)
+        metrics["actor/nll_loss"] = float(nll.detach())
 
-    metrics["actor/loss"] = float(total)
+    metrics["actor/loss"] = float(total.detach())
     return total, metrics
