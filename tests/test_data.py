@@ -133,19 +133,13 @@ def test_jsonl_errors_name_file_line_field_and_fix(tmp_path: Path) -> None:
     missing = _write_jsonl(
         tmp_path / "missing.jsonl", [{"prompt": "a", "answer": "1"}, {"question": "b", "answer": "2"}]
     )
-    with pytest.raises(
-        ValueError, match=r"missing\.jsonl, line 2: missing field 'prompt'.*prompt_key='question'"
-    ):
+    with pytest.raises(ValueError, match=r"missing\.jsonl, line 2: missing field 'prompt'.*prompt_key='question'"):
         load_jsonl(missing)
-    bad = _write_jsonl(
-        tmp_path / "bad.jsonl", [{"prompt": "a", "answer": "1"}, "", '{"prompt": "b", "answer": ']
-    )
+    bad = _write_jsonl(tmp_path / "bad.jsonl", [{"prompt": "a", "answer": "1"}, "", '{"prompt": "b", "answer": '])
     with pytest.raises(ValueError, match=r"bad\.jsonl, line 3: invalid JSON"):
         load_jsonl(bad)
     empty = _write_jsonl(tmp_path / "empty_prompt.jsonl", [{"prompt": "  ", "answer": "1"}])
-    with pytest.raises(
-        ValueError, match=r"empty_prompt\.jsonl, line 1: field 'prompt' must be a non-empty string"
-    ):
+    with pytest.raises(ValueError, match=r"empty_prompt\.jsonl, line 1: field 'prompt' must be a non-empty string"):
         load_jsonl(empty)
     no_answer = _write_jsonl(tmp_path / "no_answer.jsonl", [{"prompt": "a", "solution": "1"}])
     with pytest.raises(ValueError, match=r"line 1: missing field 'answer'.*answer_key='solution'"):
@@ -164,9 +158,7 @@ def test_hf_loader_on_local_files(tmp_path: Path) -> None:
         (r["problem"], r["solution"], {"level": r["level"]}) for r in records
     ]
     assert examples == load_jsonl(path, prompt_key="problem", answer_key="solution")
-    with pytest.raises(
-        ValueError, match=r"hf\.jsonl, all rows: missing field 'prompt'.*prompt_key='problem'"
-    ):
+    with pytest.raises(ValueError, match=r"hf\.jsonl, all rows: missing field 'prompt'.*prompt_key='problem'"):
         load_hf_dataset(str(path))
 
     csv = tmp_path / "data.csv"
@@ -181,9 +173,7 @@ def test_hf_loader_on_saved_dataset_dict(tmp_path: Path) -> None:
     dd = datasets.DatasetDict(
         {
             "train": datasets.Dataset.from_dict({"prompt": ["What is 1 + 1?"], "answer": ["2"]}),
-            "test": datasets.Dataset.from_dict(
-                {"prompt": ["What is 2 + 2?", "What is 3 + 3?"], "answer": ["4", "6"]}
-            ),
+            "test": datasets.Dataset.from_dict({"prompt": ["What is 2 + 2?", "What is 3 + 3?"], "answer": ["4", "6"]}),
         }
     )
     dd.save_to_disk(str(tmp_path / "saved"))

@@ -49,9 +49,7 @@ def test_embedded_model_greedy_answers_with_chat_template(embedded_model_dir: Pa
     assert model.dtype == torch.float32
     assert "<|im_start|>" in tok.chat_template
     assert tok.padding_side == "left" and tok.pad_token is not None
-    prompt = tok.apply_chat_template(
-        [{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False
-    )
+    prompt = tok.apply_chat_template([{"role": "user", "content": "hi"}], add_generation_prompt=True, tokenize=False)
     assert prompt.endswith("<|im_start|>assistant\n")
     assert "5" in greedy_chat(model, tok, SANITY_PROMPT, max_new_tokens=12)
     assert "paris" in greedy_chat(model, tok, "What is the capital of France?", max_new_tokens=12).lower()
@@ -149,9 +147,7 @@ def test_load_any_local_directory(tmp_path: Path, smollm_tokenizer: Any) -> None
 
 def test_precision_names() -> None:
     assert resolve_precision("fp32", "cpu") == Precision("fp32", torch.float32, None)
-    assert resolve_precision("bf16-autocast", "cpu") == Precision(
-        "bf16-autocast", torch.float32, torch.bfloat16
-    )
+    assert resolve_precision("bf16-autocast", "cpu") == Precision("bf16-autocast", torch.float32, torch.bfloat16)
     assert resolve_precision("bf16", "cuda") == Precision("bf16", torch.bfloat16, None)
     assert resolve_precision("float32", "cpu").name == "fp32"
     with pytest.raises(ValueError, match="bf16-autocast"):

@@ -218,9 +218,7 @@ def test_weighted_sum_of_two_rewards(user_module: str) -> None:
         ("dies_on_bad", "exception", "worker process died (exit code"),
     ],
 )
-def test_each_failure_kind_is_isolated_and_reported(
-    user_module: str, fn: str, kind: str, message: str
-) -> None:
+def test_each_failure_kind_is_isolated_and_reported(user_module: str, fn: str, kind: str, message: str) -> None:
     completions = ["fine 1", "bad sample", "fine 2", "fine 3"]
     examples = [_ex(str(i)) for i in range(4)]
     with RewardManager([(f"{user_module}:{fn}", 1.0), ("format", 0.0)], timeout_s=1.0) as m:
@@ -273,9 +271,7 @@ def test_exceeding_max_fail_frac_raises_a_clear_error(user_module: str) -> None:
 
 def test_in_process_reward_failure_raises_with_the_reward_name() -> None:
     with RewardManager([("exact_numeric", 1.0)]) as m:
-        with pytest.raises(
-            RewardFailureError, match=r"reward 'exact_numeric' failed on at least 3 of 4.*exception"
-        ):
+        with pytest.raises(RewardFailureError, match=r"reward 'exact_numeric' failed on at least 3 of 4.*exception"):
             m.score(["1", "2", "3", "4"], [_ex("not a number")] * 4)
 
 
@@ -296,10 +292,7 @@ def test_builtin_rewards_are_fast() -> None:
     assert best < 0.01
     cd = get_task("countdown").examples("train", 32, seed=0)
     with RewardManager([("countdown", 1.0)]) as m:
-        assert (
-            min(m.score([e.meta["solution"] for e in cd], cd).metrics["reward/seconds"] for _ in range(3))
-            < 0.01
-        )
+        assert min(m.score([e.meta["solution"] for e in cd], cd).metrics["reward/seconds"] for _ in range(3)) < 0.01
 
 
 def test_function_spec_runs_in_the_worker() -> None:

@@ -215,7 +215,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .checkpoint import CheckpointError
     from .config import ConfigError
+    from .models import ModelSpecError
+    from .rewards import RewardFailureError
+    from .sampling import DynamicSamplingError
 
     args = build_parser().parse_args(argv)
     _quiet_libraries()
@@ -224,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2
+    except (ModelSpecError, CheckpointError, RewardFailureError, DynamicSamplingError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

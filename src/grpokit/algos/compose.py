@@ -88,7 +88,7 @@ class AlgoConfig:
     max_gen_rounds: int = 3
     overlong_filter: bool = False
     soft_overlong: bool = False
-    overlong_cache: int = 0
+    overlong_cache: float = 0.2  # tokens, or a fraction of max_new_tokens when < 1 (paper: 4096/20480 = 0.2)
     overlong_factor: float = 1.0
     # critic (§2, §11, §13)
     vf_coef: float = 0.0

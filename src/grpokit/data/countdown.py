@@ -73,9 +73,7 @@ class CountdownTask(Task):
 
     def __init__(self) -> None:
         self.name = "countdown"
-        self.description = (
-            "reach a target from 3-4 numbers using + - * /, each at most once; answer: an expression"
-        )
+        self.description = "reach a target from 3-4 numbers using + - * /, each at most once; answer: an expression"
         self.default_reward = "countdown"
 
     def example(self, numbers: list[int], target: int, solution: str = "") -> Example:

@@ -98,9 +98,7 @@ class _Worker:
     def __init__(self, ctx: Any, functions: dict[str, Callable[..., Any]]) -> None:
         self.conn, there = ctx.Pipe()
         # not a daemon, so rewards may use multiprocessing themselves; the finalizer below stops it at exit
-        self.proc = ctx.Process(
-            target=_serve, args=(there, self.conn, functions), name="grpokit-reward-worker"
-        )
+        self.proc = ctx.Process(target=_serve, args=(there, self.conn, functions), name="grpokit-reward-worker")
         self.proc.start()
         there.close()
 
@@ -182,9 +180,7 @@ class ProcessRunner:
         try:
             message = ForkingPickler.dumps((self._seq, key, completions, examples))
         except Exception as e:
-            raise RewardCallError(
-                f"the batch could not be sent to the worker: {describe_exception(e)}"
-            ) from e
+            raise RewardCallError(f"the batch could not be sent to the worker: {describe_exception(e)}") from e
         worker = self.start()
         try:
             worker.conn.send_bytes(message)

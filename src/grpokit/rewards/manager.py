@@ -100,9 +100,7 @@ class RewardManager:
         isolation: str = "auto",
     ) -> None:
         if not specs:
-            raise ValueError(
-                "RewardManager needs at least one (reward, weight) pair, e.g. [('exact_numeric', 1.0)]"
-            )
+            raise ValueError("RewardManager needs at least one (reward, weight) pair, e.g. [('exact_numeric', 1.0)]")
         if isolation not in ISOLATION_MODES:
             raise ValueError(f"isolation={isolation!r} is not one of {ISOLATION_MODES}")
         if not timeout_s > 0:
@@ -226,8 +224,7 @@ class RewardManager:
             names = list(dict.fromkeys(f.reward for f in failures))
             raise failure_error(names, failures, n, self.max_fail_frac)
         rewards = [
-            math.nan if i in failed else sum(r.weight * per_reward[r.name][i] for r in self.rewards)
-            for i in range(n)
+            math.nan if i in failed else sum(r.weight * per_reward[r.name][i] for r in self.rewards) for i in range(n)
         ]
         accuracy = per_reward[self.correctness]
         metrics |= {

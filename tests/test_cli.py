@@ -1,0 +1,86 @@
+"""The `grpokit` command line, run as a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parent)}
+
+
+def grpokit(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "grpokit.cli", *args], capture_output=True, text=True, env=ENV, cwd=cwd, timeout=600
+    )
+
+
+def test_recipes_lists_every_published_method() -> None:
+    out = grpokit("recipes")
+    assert out.returncode == 0, out.stderr
+    names = {line.split()[0] for line in out.stdout.splitlines() if line.strip()}
+    assert {"grpo", "dr_grpo", "dapo", "gpg", "gspo", "gmpo", "cispo", "ppo", "vapo", "orz", "t1"} <= names
+
+
+def test_recipes_show_prints_resolved_config() -> None:
+    out = grpokit("recipes", "show", "dapo")
+    assert out.returncode == 0, out.stderr
+    assert "eps_high: 0.28" in out.stdout and "dynamic_sampling: true" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        ("algo.eps_hgh=0.3", "Did you mean 'algo.eps_high'"),
+        ("algo.eps_high=abc", "algo.eps_high='abc' must be a number"),
+        ("algo.policy_loss=gspoo", "Did you mean 'gspo'"),
+        ("rollout.group_size=0", "rollout.group_size=0 is invalid"),
+    ],
+)
+def test_bad_override_is_one_clear_error(override: str, needle: str, tmp_path: Path) -> None:
+    out = grpokit("train", "--recipe", "dapo", "--model", "tiny", "--out", str(tmp_path), "--set", override)
+    assert out.returncode == 2
+    assert needle in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not any(tmp_path.iterdir())  # nothing was started
+
+
+def test_train_tiny_then_resume_then_eval(tmp_path: Path) -> None:
+    common = [
+        "--set",
+        "rollout.prompts_per_step=2",
+        "--set",
+        "rollout.group_size=4",
+        "--set",
+        "rollout.max_new_tokens=4",
+        "--set",
+        "data.eval_size=4",
+        "--set",
+        "train.save_every=1",
+    ]
+    out = grpokit(
+        "train", "--recipe", "grpo", "--model", "tiny", "--steps", "1", "--out", str(tmp_path), "--name", "run", *common
+    )
+    assert out.returncode == 0, out.stderr
+    run = tmp_path / "run"
+    assert "held-out accuracy before" in out.stdout and str(run) in out.stdout
+    assert (run / "checkpoints" / "step_1").is_dir()
+    out = grpokit("train", "--resume", str(run), "--steps", "2")
+    assert out.returncode == 0, out.stderr
+    assert "resumed from step 1" in out.stdout
+    steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines() if "time/step" in x]
+    assert steps == [1, 2]
+    out = grpokit("eval", "--model", str(run / "final"), "--task", "add1", "--n", "4", "--json")
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert 0.0 <= res["eval/accuracy"] <= 1.0 and res["eval/n"] == 4
+
+
+def test_missing_model_path_is_clear(tmp_path: Path) -> None:
+    out = grpokit("train", "--model", str(tmp_path / "nope"), "--out", str(tmp_path), "--steps", "1")
+    assert out.returncode != 0
+    assert "nope" in out.stderr and "local Hugging Face model directory" in out.stderr
