@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from .algos.entropy import logprobs_and_entropy
+from .prefix import decoder_and_head, positions, shared_prefix_hidden
 
 
 class ValueHead(nn.Module):
@@ -21,11 +22,6 @@ class ValueHead(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.proj(hidden.detach().float()).squeeze(-1)
-
-
-def _decoder_and_head(model: nn.Module) -> tuple[nn.Module, nn.Module]:
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return base.get_decoder(), base.get_output_embeddings()
 
 
 def hidden_size(model: nn.Module) -> int:
@@ -43,11 +39,13 @@ def completion_forward(
     value_head: ValueHead | None = None,
     with_entropy: bool = True,
     chunk_size: int = 1024,
+    shared_prefix: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(logp [n,T], entropy [n,T], values [n,T] or None) of the completion tokens, logits / temperature.
 
     Common left padding of the prompts and right padding of the completions is trimmed first. Position ids
-    follow the attention mask, as in `generate`, so left padding does not shift positions.
+    follow the attention mask, as in `generate`, so left padding does not shift positions. With `shared_prefix`
+    each distinct prompt is computed once and its keys/values shared by its group (same values and gradients).
     """
     device = next(model.parameters()).device
     n, t_full = completion_ids.shape
@@ -56,13 +54,15 @@ def completion_forward(
     t_used = max(t_used, 1)
     p_ids, p_mask = prompt_ids[:, lead:], prompt_mask[:, lead:]
     c_ids, c_mask = completion_ids[:, :t_used], completion_mask[:, :t_used]
-    ids = torch.cat([p_ids, c_ids], 1).to(device)
-    attn = torch.cat([p_mask, torch.ones_like(c_mask, dtype=p_mask.dtype)], 1).to(device)
-    pos = (attn.cumsum(-1) - 1).clamp(min=0)
-    decoder, head = _decoder_and_head(model)
-    hidden = decoder(input_ids=ids, attention_mask=attn, position_ids=pos).last_hidden_state
-    p = p_ids.shape[1]
-    h = hidden[:, p - 1 : p - 1 + t_used]
+    decoder, head = decoder_and_head(model)
+    if shared_prefix:
+        h = shared_prefix_hidden(model, p_ids.to(device), p_mask.to(device), c_ids.to(device))
+    else:
+        ids = torch.cat([p_ids, c_ids], 1).to(device)
+        attn = torch.cat([p_mask, torch.ones_like(c_mask, dtype=p_mask.dtype)], 1).to(device)
+        hidden = decoder(input_ids=ids, attention_mask=attn, position_ids=positions(attn)).last_hidden_state
+        p = p_ids.shape[1]
+        h = hidden[:, p - 1 : p - 1 + t_used]
     logp, ent = logprobs_and_entropy(
         h, c_ids.to(device), temperature=temperature, head=head, chunk_size=chunk_size, with_entropy=with_entropy
     )

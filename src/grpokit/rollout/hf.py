@@ -35,7 +35,7 @@ def completion_mask_from_ids(ids: torch.Tensor, eos_ids: list[int]) -> tuple[tor
     return (t <= first[:, None]).long() * (t < ids.shape[1]).long(), has_eos
 
 
-@register_engine("hf")
+@register_engine("hf-generate")
 class HFGenerateEngine:
     """transformers `generate` engine; `autocast` is a context factory (e.g. bf16 autocast on CPU)."""
 

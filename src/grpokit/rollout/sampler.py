@@ -1,0 +1,133 @@
+"""grpokit's own sampling loop on any transformers causal LM: each distinct prompt is prefilled once and its
+key/value cache expanded to the G samples of its group; finished sequences are dropped from the batch as they
+end; generation stops when every sequence has ended. Returns the sampler's own log-probs (after temperature,
+top-k and top-p: the distribution actually sampled from)."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+
+import torch
+
+from ..prefix import decoder_and_head, positions, prefill
+from .base import RolloutOutput, SamplingParams, register_engine
+from .hf import completion_mask_from_ids, left_pad
+
+
+def process_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """Temperature, then top-k, then top-p (nucleus) filtering, as transformers' logits warpers order them."""
+    z = logits.float() / temperature
+    if top_k and 0 < top_k < z.shape[-1]:
+        kth = torch.topk(z, top_k, dim=-1).values[..., -1:]
+        z = z.masked_fill(z < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_z, order = torch.sort(z, descending=True, dim=-1)
+        probs = torch.softmax(sorted_z, -1)
+        remove = probs.cumsum(-1) - probs > top_p  # keep the smallest prefix whose mass reaches top_p
+        remove[..., 0] = False
+        z = z.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+    return z
+
+
+@register_engine("hf")
+class SharedPrefixSampler:
+    """The default engine: shared-prompt prefill, KV cache, early-exit compaction. Shares the learner's model."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: object,
+        *,
+        autocast: Callable[[], contextlib.AbstractContextManager] | None = None,
+        compact_below: float = 0.75,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.autocast = autocast or contextlib.nullcontext
+        self.compact_below = compact_below
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else tokenizer.eos_token_id)
+        eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        eos_ids = set([eos] if isinstance(eos, int) else list(eos or []))
+        if tokenizer.eos_token_id is not None:
+            eos_ids.add(int(tokenizer.eos_token_id))
+        self.eos_ids = sorted(eos_ids)
+        self.min_new_tokens = 0
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        self.model = model
+
+    @torch.no_grad()
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> RolloutOutput:
+        t0 = time.perf_counter()
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            comp, samp = self._sample(prompts, params)
+        finally:
+            self.model.train(was_training)
+        n = len(prompts) * params.n
+        index = torch.arange(len(prompts)).repeat_interleave(params.n)
+        cmask, has_eos = completion_mask_from_ids(comp, self.eos_ids)
+        lengths = cmask.sum(1)
+        truncated = ~has_eos
+        samp = samp * cmask
+        expanded = [p for p in prompts for _ in range(params.n)]
+        pids, pmask = left_pad(expanded, self.pad_id)
+        texts = [self.tokenizer.decode(comp[i, : int(lengths[i])].tolist(), skip_special_tokens=True) for i in range(n)]
+        return RolloutOutput(
+            prompt_ids=pids,
+            prompt_mask=pmask,
+            completion_ids=comp,
+            completion_mask=cmask,
+            sampler_logp=samp,
+            eos=has_eos,
+            truncated=truncated,
+            prompt_index=index,
+            texts=texts,
+            gen_tokens=int(lengths.sum()),
+            seconds=time.perf_counter() - t0,
+        )
+
+    def _sample(self, prompts: list[list[int]], params: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
+        device = next(self.model.parameters()).device
+        decoder, head = decoder_and_head(self.model)
+        ids, mask = left_pad(prompts, self.pad_id)
+        ids, mask = ids.to(device), mask.to(device)
+        n_total = len(prompts) * params.n
+        out_ids = torch.full((n_total, params.max_new_tokens), self.pad_id, dtype=torch.long)
+        out_lp = torch.zeros((n_total, params.max_new_tokens), dtype=torch.float32)
+        eos = torch.tensor(self.eos_ids, device=device)
+        with self.autocast():
+            cache, h_last = prefill(decoder, ids, mask)
+            cache.batch_repeat_interleave(params.n)
+            logits = head(h_last).repeat_interleave(params.n, 0)
+        attn = mask.repeat_interleave(params.n, 0)
+        pos = positions(attn)[:, -1:]
+        rows = torch.arange(n_total, device=device)  # which output row each active batch row writes to
+        for t in range(params.max_new_tokens):
+            z = process_logits(logits, params.temperature, params.top_k, params.top_p)
+            if t < self.min_new_tokens:
+                z[:, eos] = float("-inf")
+            logp = torch.log_softmax(z, -1)
+            tok = torch.multinomial(logp.exp(), 1).squeeze(1)
+            out_ids[rows.cpu(), t] = tok.cpu()
+            out_lp[rows.cpu(), t] = logp.gather(1, tok[:, None]).squeeze(1).cpu()
+            done = torch.isin(tok, eos)
+            if bool(done.all()) or t == params.max_new_tokens - 1:
+                break
+            active = ~done
+            if float(active.float().mean()) < self.compact_below:
+                keep = torch.nonzero(active).squeeze(1)
+                cache.batch_select_indices(keep)
+                rows, tok, attn, pos = rows[keep], tok[keep], attn[keep], pos[keep]
+            attn = torch.cat([attn, torch.ones_like(attn[:, :1])], 1)
+            pos = pos + 1
+            with self.autocast():
+                h = decoder(
+                    input_ids=tok[:, None], attention_mask=attn, position_ids=pos, past_key_values=cache, use_cache=True
+                ).last_hidden_state[:, -1]
+                logits = head(h)
+        return out_ids, out_lp
