@@ -130,3 +130,49 @@ def test_reward_failing_everywhere_stops_with_clear_message(tmp_path: Path) -> N
         run("grpo", tmp_path, 2, ["reward.functions=[toy_rewards:always_none]"])
     # nothing already written is lost: the config was written before the failure
     assert (tmp_path / "config.yaml").exists()
+
+
+def test_lora_trains_only_adapters(tmp_path: Path) -> None:
+    trainer, summary = run("dapo", tmp_path, 2, ["model.lora_r=4", "train.lr=1e-2"])
+    names = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
+    assert names and all("lora_" in n for n in names)
+    rows = [r for r in metrics(tmp_path) if "time/step" in r]
+    assert all(r["train/grad_norm"] > 0 for r in rows if "train/grad_norm" in r)
+    # the merged final model is a plain transformers model
+    from transformers import AutoModelForCausalLM
+
+    merged = AutoModelForCausalLM.from_pretrained(summary["final_model"], local_files_only=True)
+    assert not any("lora_" in n for n, _ in merged.named_parameters())
+
+
+def test_trains_on_a_jsonl_file_with_custom_keys(tmp_path: Path) -> None:
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps({"question": f"What is {a} + 1?", "solution": str(a + 1)}) + "\n"
+                            for a in range(12)))
+    run("grpo", tmp_path / "run", 1, [f"data.task={data}", "data.prompt_key=question", "data.answer_key=solution",
+                                      "reward.functions=[exact_numeric]"])
+    rows = [r for r in metrics(tmp_path / "run") if "time/step" in r]
+    assert len(rows) == 1 and rows[0]["reward/valid_frac"] == 1.0
+
+
+def test_on_policy_step_reports_sampler_learner_mismatch(tmp_path: Path) -> None:
+    """§17.6 is measured from the training forward itself when no separate old-logprob pass runs; the sampler and
+    the learner are the same fp32 model here, so the mismatch is tiny — and it grows when the sampler samples at a
+    different temperature than the learner assumes."""
+    run("dapo", tmp_path / "same", 1)
+    same = [r for r in metrics(tmp_path / "same") if "time/step" in r][0]
+    assert same["mismatch/abs_diff_max"] < 1e-3
+    trainer, _ = run("dapo", tmp_path / "hot", 0)
+    trainer.engine.generate  # noqa: B018 (the engine object is what we perturb next)
+    cfg_temp = trainer.cfg.rollout.temperature
+    trainer.cfg.rollout.temperature = cfg_temp  # learner keeps T=1
+    orig = trainer.sampling_params
+
+    def hotter(n=None, temperature=None):  # sample at T=2 while the learner scores at T=1
+        p = orig(n, temperature)
+        p.temperature = 2.0
+        return p
+
+    trainer.sampling_params = hotter
+    m = trainer.train_step()
+    assert m["mismatch/abs_diff_mean"] > 0.1

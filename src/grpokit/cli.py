@@ -57,6 +57,7 @@ def _config_from_args(args: argparse.Namespace):
     from .config import build_config
 
     direct = {
+        "train.autopilot": True if args.autopilot else None,
         "data.task": args.task,
         "model.name": args.model,
         "train.steps": args.steps,
@@ -152,14 +153,36 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from .monitor.doctor import doctor_main
+
+    try:
+        return doctor_main(args.path, as_json=args.json)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .monitor.report import make_report
+
+    try:
+        page = make_report(args.path, args.out)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"report: {page}")
+    return 0
+
+
 DEMO_OVERRIDES = [
-    "train.steps=40",
+    "train.steps=36",
     "train.lr=2e-5",
     "rollout.prompts_per_step=4",
     "rollout.group_size=8",
-    "rollout.max_new_tokens=16",
-    "train.eval_every=10",
-    "data.eval_size=100",
+    "rollout.max_new_tokens=32",
+    "train.eval_every=12",
+    "train.save_every=12",
 ]
 
 
@@ -168,7 +191,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     cfg = build_config("dapo", overrides=DEMO_OVERRIDES + list(args.set or []), **{"data.task": "add1"})
     run_dir = _new_run_dir(cfg, None)
-    _run_training(cfg, run_dir, resume=False, eval_samples=2)
+    _run_training(cfg, run_dir, resume=False, eval_samples=args.eval_samples)
+    from .monitor.doctor import diagnose, render
+    from .monitor.report import make_report
+
+    print(render(diagnose(run_dir)))
+    print(f"report:        {make_report(run_dir)}")
     return 0
 
 
@@ -196,7 +224,18 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. --set algo.eps_high=0.28")
     t.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue a run from its last checkpoint")
     t.add_argument("--eval-samples", type=int, default=1, help="samples per held-out prompt in eval")
+    t.add_argument("--autopilot", action="store_true", help="apply detectors' fixes within train.autopilot_* bounds")
     t.set_defaults(fn=cmd_train)
+
+    dr = sub.add_parser("doctor", help="diagnose a training from its logs (grpokit, TRL, verl, TensorBoard)")
+    dr.add_argument("path")
+    dr.add_argument("--json", action="store_true")
+    dr.set_defaults(fn=cmd_doctor)
+
+    rp = sub.add_parser("report", help="HTML page + PNG plots of a run's health, with alert markers")
+    rp.add_argument("path")
+    rp.add_argument("--out", default=None)
+    rp.set_defaults(fn=cmd_report)
 
     e = sub.add_parser("eval", help="held-out accuracy of a model on a task")
     e.add_argument("--model", default="smollm2-135m-instruct")
@@ -210,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="about 10 minutes of DAPO on single-digit addition with the embedded model")
     d.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    d.add_argument("--eval-samples", type=int, default=5, help="samples per held-out prompt in eval")
     d.set_defaults(fn=cmd_demo)
     return p
 

@@ -44,7 +44,7 @@ class DataConfig:
 
     task: str = "add1"
     train_size: int | None = None
-    eval_size: int = 64
+    eval_size: int | None = None  # None: every held-out example, at most 200
     prompt_key: str = "prompt"
     answer_key: str = "answer"
     eval_data: str | None = None
@@ -96,6 +96,18 @@ class TrainConfig:
     log_completions: int = 4
     seed: int = 0
     out: str = "runs"
+    autopilot: bool = False  # apply detectors' recommended fixes within the bounds below
+    autopilot_max_eps_high: float = 0.4
+    autopilot_max_entropy_coef: float = 0.01
+    autopilot_min_lr: float = 1e-7
+    autopilot_max_interventions: int = 5
+
+
+@dataclass
+class MonitorConfig:
+    """Detector thresholds, e.g. {entropy_collapse: {h_star: 0.5, patience: 50}} (see grpokit/monitor/detectors.py)."""
+
+    thresholds: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -109,6 +121,7 @@ class Config:
     reward: RewardConfig = field(default_factory=RewardConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    monitor: MonitorConfig = field(default_factory=MonitorConfig)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -123,6 +136,15 @@ class Config:
             self.algo.validate()
         except ValueError as e:
             raise ConfigError(str(e)) from None
+        from .monitor.detectors import DETECTORS
+
+        for name, params in self.monitor.thresholds.items():
+            if name not in DETECTORS:
+                raise ConfigError(f"monitor.thresholds: unknown detector {name!r}.{_suggest(name, list(DETECTORS))}")
+            try:
+                DETECTORS[name](None, **(params or {}))
+            except ValueError as e:
+                raise ConfigError(f"monitor.thresholds.{name}: {e}") from None
         checks = [
             ("rollout.group_size", self.rollout.group_size >= 1, "use 2 or more samples per prompt"),
             ("rollout.prompts_per_step", self.rollout.prompts_per_step >= 1, "use 1 or more"),

@@ -23,7 +23,7 @@ def health_line(step: int, total: int, m: dict[str, Any]) -> str:
         f"reward {_f(m.get('reward/mean'))}",
         f"acc {_f(m.get('reward/accuracy'), '.0%')}",
         f"H {_f(m.get('entropy/token_mean'))}",
-        f"zv {_f(m.get('zv/frac'))} (✓{_f(m.get('zv/all_correct'))} ✗{_f(m.get('zv/all_wrong'))})",
+        f"zv {_f(m.get('zv/frac'))} (acc ✓{_f(m.get('zv/all_correct'))} ✗{_f(m.get('zv/all_wrong'))})",
     ]
     if "kl_ref/k3" in m:
         parts.append(f"kl {_f(m.get('kl_ref/k3'), '.4f')}")
@@ -67,6 +67,18 @@ class Display:
             self.progress.console.print(line, highlight=False)
         else:
             print(line, flush=True)
+
+    def alert(self, alert: Any) -> None:
+        """Print a detector's alert as it fires."""
+        colour = {"critical": "bold red", "warning": "yellow"}.get(alert.severity, "cyan")
+        text = (
+            f"[{colour}]⚠ {alert.severity.upper()} {alert.mode}[/] (since step {alert.step}): {alert.message}"
+            f"\n    fix: {alert.fix}"
+        )
+        if self.progress is not None:
+            self.progress.console.print(text, highlight=False)
+        else:
+            self.console.print(text, highlight=False, soft_wrap=True)
 
     def message(self, text: str) -> None:
         if self.progress is not None:

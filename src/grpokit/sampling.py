@@ -65,8 +65,12 @@ def keep_all(draw: Draw, prompts: int, cfg: AlgoConfig) -> tuple[Batch, dict[str
 @strategy("dapo")
 def dapo_dynamic_sampling(draw: Draw, prompts: int, cfg: AlgoConfig) -> tuple[Batch, dict[str, float]]:
     """DAPO dynamic sampling (spec §5): keep groups whose filter metric has population std > 0 (or G = 1), draw
-    again until `prompts` groups are kept, then take the first `prompts`. Not full after `max_gen_rounds`
-    rounds -> DynamicSamplingError (verl's behaviour; never a silent small batch)."""
+    again until `prompts` groups are kept, then take the first `prompts`.
+
+    Not full after `max_gen_rounds` rounds: with `ds_shortfall="error"` raise DynamicSamplingError (verl and the
+    spec's pseudo-code); with `"partial"` (grpokit's default, a deliberate deviation so that a run whose model has
+    mastered most prompts does not die) train on the kept groups, log `sampling/short_batch` = 1 and let the
+    advantage-collapse detector say why; with no group kept at all the step's update is skipped."""
     kept: list[Batch] = []
     drawn: list[Batch] = []
     n_kept = 0
@@ -81,7 +85,16 @@ def dapo_dynamic_sampling(draw: Draw, prompts: int, cfg: AlgoConfig) -> tuple[Ba
         if n_kept >= prompts:
             metrics = _prefilter_metrics(drawn, rnd)
             return Batch.concat(kept), metrics
-    zv = _prefilter_metrics(drawn, len(drawn))["zv/frac"]
+    metrics = _prefilter_metrics(drawn, len(drawn))
+    zv = metrics["zv/acc_frac"]
+    if cfg.ds_shortfall == "partial":
+        metrics["sampling/short_batch"] = 1.0
+        if kept:
+            return Batch.concat(kept), metrics
+        last = drawn[-1]
+        last.extras["no_valid_group"] = True  # nothing to learn from: the trainer skips this step's update
+        metrics["sampling/no_valid_group"] = 1.0
+        return last, metrics
     raise DynamicSamplingError(
         f"dynamic sampling kept {n_kept} of {prompts} groups after algo.max_gen_rounds={cfg.max_gen_rounds} rounds "
         f"(zero-variance fraction {zv:.2f}): raise algo.max_gen_rounds, use a larger rollout.group_size, or "

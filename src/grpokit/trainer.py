@@ -30,6 +30,8 @@ from .data import Example, get_task, load_examples, render_prompt
 from .learner import ValueHead, completion_forward, hidden_size
 from .models import autocast_ctx, load_model_and_tokenizer, resolve_precision
 from .monitor import signals
+from .monitor.autopilot import Autopilot, Bounds, write_rows
+from .monitor.detectors import Monitor
 from .rewards import RewardManager
 from .rollout import SamplingParams, make_engine
 from .runlog import RunLog
@@ -99,6 +101,21 @@ def lr_lambda(schedule: str, warmup: int, total: int):
     return fn
 
 
+def monitor_context(cfg: Config) -> dict[str, Any]:
+    """What the detectors need to know about the recipe."""
+    a, t = cfg.algo, cfg.train
+    return {
+        "dynamic_sampling": a.dynamic_sampling,
+        "policy_loss": a.policy_loss,
+        "eps_low": a.eps_low,
+        "eps_high": a.eps_high,
+        "epochs": t.epochs,
+        "mini_batches": t.mini_batches,
+        "is_correction": a.is_correction,
+        "recipe": cfg.recipe,
+    }
+
+
 class Trainer:
     """Owns the model(s), optimizer, data stream and run directory of one training run."""
 
@@ -159,6 +176,7 @@ class Trainer:
         self.group_counter = 0
         self.history: list[dict[str, Any]] = []
         self.on_phase: Any = None
+        self.monitor = Monitor(monitor_context(cfg), cfg.monitor.thresholds)
         self._reward_metrics: dict[str, float] = {}
         self._reward_failures: list[Any] = []
 
@@ -179,12 +197,13 @@ class Trainer:
             task = None
         if task is not None:
             self.train_examples = task.examples("train", d.train_size, seed)
-            self.eval_examples = task.examples("test", d.eval_size, seed + 1)
+            held_out = task.examples("test", None, seed + 1)
+            self.eval_examples = held_out[: d.eval_size if d.eval_size is not None else 200]
             self.task_reward = task.default_reward
         else:
             self.train_examples = load_examples(d.task, "train", d.train_size, seed)
             eval_src = d.eval_data or d.task
-            self.eval_examples = load_examples(eval_src, "test", d.eval_size, seed + 1)
+            self.eval_examples = load_examples(eval_src, "test", None, seed + 1)[: d.eval_size or 200]
             self.task_reward = "math_verify"
         if not self.train_examples:
             raise ValueError(f"data.task={d.task!r} gave no training examples")
@@ -332,6 +351,7 @@ class Trainer:
         gen = torch.Generator().manual_seed(cfg.train.seed * 100003 + self.step)
         positive = (b.accuracy >= 0.5) & b.valid if a.nll_coef > 0 else None
         entropies: list[torch.Tensor] = []
+        mism: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
         t_fwd = t_bwd = t_opt = 0.0
         skip = (
             not value_only
@@ -341,7 +361,7 @@ class Trainer:
             and self.ent_coef.value == 0
             and a.nll_coef == 0
         )
-        if skip:
+        if skip or b.extras.get("no_valid_group"):
             return {"train/skipped_update": 1.0}
         n_opt, done_opt = cfg.train.epochs * cfg.train.mini_batches, 0
         self._phase("update", 0, n_opt)
@@ -371,8 +391,9 @@ class Trainer:
                     dev = logp.device
                     mask = mbb.mask[idx].to(dev)
                     sel = _selector(idx, dev)
-                    if mbb.old_logp is None:
+                    if mbb.old_logp is None:  # exactly on-policy: this forward is pi_old; read its signals here
                         entropies.append(ent.detach().float().cpu()[mbb.raw_mask[idx].bool()])
+                        mism.append((logp.detach().float().cpu(), mbb.sampler_logp[idx], mbb.raw_mask[idx]))
                     inputs = LossInputs(
                         logp=logp.float(),
                         mask=mask,
@@ -425,6 +446,14 @@ class Trainer:
         if entropies:
             ent_all = torch.cat(entropies)
             out["entropy/token_mean"] = float(ent_all.mean()) if ent_all.numel() else float("nan")
+        if mism:
+            width = max(x[0].shape[1] for x in mism)
+
+            def cat(i: int) -> torch.Tensor:
+                return torch.cat([torch.nn.functional.pad(x[i].float(), (0, width - x[i].shape[1])) for x in mism])
+
+            ms = algos.mismatch_stats(cat(0), cat(1), cat(2), a.is_c_max)
+            out.update({f"mismatch/{k}": v for k, v in ms.items()})
         return out
 
     def _value_only_loss(self, inputs: LossInputs, a: Any, dens: dict[str, Denominators]):
@@ -444,6 +473,7 @@ class Trainer:
         b, metrics = strat(lambda: self.draw(timings), cfg.rollout.prompts_per_step, a)
         metrics.update(self._reward_metrics)
         metrics.update(signals.reward_signals(b.rewards, b.accuracy))
+        metrics.update(signals.reward_consistency_signals(b.texts, b.rewards, b.accuracy, b.lengths))
         cache = int(a.overlong_cache) if a.soft_overlong else 0
         metrics.update(signals.length_signals(b.lengths, b.truncated, b.accuracy, cfg.rollout.max_new_tokens, cache))
         metrics.update(self.prepare(b, timings))
@@ -587,6 +617,18 @@ def fit(trainer: Trainer, display: Any = None, *, eval_before: bool = True, eval
         log.write_config(cfg.to_dict())
     hook = getattr(display, "phase", None)
     trainer.on_phase = hook
+    autopilot = None
+    if cfg.train.autopilot:
+        t = cfg.train
+        autopilot = Autopilot(
+            trainer,
+            Bounds(
+                t.autopilot_max_eps_high,
+                t.autopilot_max_entropy_coef,
+                t.autopilot_min_lr,
+                t.autopilot_max_interventions,
+            ),
+        )
     if eval_before and trainer.step == 0:
         if hook:
             hook("eval")
@@ -629,8 +671,22 @@ def fit(trainer: Trainer, display: Any = None, *, eval_before: bool = True, eval
                 ],
             )
         trainer.history.append(metrics)
+        new_alerts = trainer.monitor.observe(trainer.step, metrics)
+        metrics["alerts/active"] = float(len(trainer.monitor.active()))
         if display:
             display.step_done(trainer.step, metrics)
+        for alert in new_alerts:
+            if log is not None:
+                log.alert(alert.to_dict())
+            if display:
+                display.alert(alert)
+        if autopilot is not None:
+            rows = autopilot.react(trainer.step, new_alerts, metrics)
+            if rows and log is not None:
+                write_rows(trainer.run_dir / "interventions.jsonl", rows)
+            for r in rows:
+                if display and r["kind"] == "intervention":
+                    display.message(f"autopilot: {r['action']} ({r['before']} -> {r['after']}) because {r['reason']}")
         if cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0:
             trainer.save()
     if not (cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0):

@@ -86,6 +86,7 @@ class AlgoConfig:
     dynamic_sampling: bool = False
     filter_metric: str = "accuracy"
     max_gen_rounds: int = 3
+    ds_shortfall: str = "partial"  # batch not full after max_gen_rounds: "partial" (train on it) | "error" (verl)
     overlong_filter: bool = False
     soft_overlong: bool = False
     overlong_cache: float = 0.2  # tokens, or a fraction of max_new_tokens when < 1 (paper: 4096/20480 = 0.2)
@@ -135,6 +136,7 @@ class AlgoConfig:
             "adv_scale": ("group", "batch", "none"),
             "filter_metric": ("accuracy", "reward"),
             "cispo_cap_mode": ("relative", "absolute"),
+            "ds_shortfall": ("partial", "error"),
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

@@ -14,24 +14,33 @@ NAN = float("nan")
 def zero_variance_signals(
     rewards: torch.Tensor, accuracy: torch.Tensor, group_ids: torch.Tensor, real_valued: bool = True
 ) -> dict[str, float]:
-    """§17.1: fraction of zero-variance groups over groups with G_q >= 2, its all-correct / all-wrong split, and
-    the sample-weighted version (TRL `frac_reward_zero_std`). Rewards that are NaN (failed) are ignored."""
+    """§17.1 over groups with G_q >= 2 (failed, NaN rewards ignored):
+
+    - `zv/frac`: groups whose (shaped) rewards are all equal (max - min <= 1e-8) — zero advantage;
+    - `zv/sample_frac`: the sample-weighted version (TRL's `frac_reward_zero_std`);
+    - `zv/acc_frac`: groups whose accuracy is all equal — what DAPO's filter drops (shaping such as the soft
+      overlong punishment can give a group reward variance without any correctness signal);
+    - `zv/all_correct`, `zv/all_wrong`: groups with sum acc = G_q or 0 (spec's split, on accuracy alone).
+    """
     ok = torch.isfinite(rewards)
     r = torch.where(ok, rewards.double(), torch.zeros_like(rewards, dtype=torch.float64))
     _, _, cnt, spread = group_stats(r, group_ids, ok)
-    acc_mean, _, _, _ = group_stats(accuracy.double(), group_ids, ok)
-    uniq, first = _first_index(group_ids)
-    cnt_g, spread_g, acc_g = cnt[first], spread[first], acc_mean[first]
+    acc = accuracy.double()
+    acc_mean, _, _, acc_spread = group_stats(acc, group_ids, ok)
+    _, first = _first_index(group_ids)
+    cnt_g, spread_g, acc_g, acc_spread_g = cnt[first], spread[first], acc_mean[first], acc_spread[first]
     eligible = cnt_g >= 2
     if not bool(eligible.any()):
-        return {"zv/frac": NAN, "zv/all_correct": NAN, "zv/all_wrong": NAN, "zv/sample_frac": NAN, "zv/groups": 0.0}
+        keys = ("zv/frac", "zv/all_correct", "zv/all_wrong", "zv/sample_frac", "zv/acc_frac")
+        return {**{k: NAN for k in keys}, "zv/groups": 0.0}
     tol = 1e-8 if real_valued else 0.0
     zv = (spread_g <= tol) & eligible
     n = float(eligible.sum())
     return {
         "zv/frac": float(zv.sum()) / n,
-        "zv/all_correct": float((zv & (acc_g >= 1.0 - 1e-9)).sum()) / n,
-        "zv/all_wrong": float((zv & (acc_g <= 1e-9)).sum()) / n,
+        "zv/acc_frac": float(((acc_spread_g <= 1e-12) & eligible).sum()) / n,
+        "zv/all_correct": float(((acc_g >= 1.0 - 1e-9) & eligible).sum()) / n,
+        "zv/all_wrong": float(((acc_g <= 1e-9) & eligible).sum()) / n,
         "zv/sample_frac": float((cnt_g * zv).sum() / (cnt_g * eligible).sum()),
         "zv/groups": n,
     }
@@ -97,3 +106,27 @@ def reward_signals(rewards: torch.Tensor, accuracy: torch.Tensor) -> dict[str, f
 
 def finite_or_nan(x: float) -> float:
     return x if isinstance(x, float) and math.isfinite(x) else NAN
+
+
+def reward_consistency_signals(
+    texts: list[str], rewards: torch.Tensor, accuracy: torch.Tensor, lengths: torch.Tensor
+) -> dict[str, float]:
+    """Verifier checks on one step's batch: the share of repeated completions (same text) whose rewards differ
+    (`reward/dup_inconsistency`, NaN without repeats), and the Pearson correlation of reward with response length
+    (`reward/length_corr`) and with correctness (`reward/acc_corr`)."""
+    ok = torch.isfinite(rewards)
+    by_text: dict[str, list[float]] = {}
+    for t, r, good in zip(texts, rewards.tolist(), ok.tolist()):
+        if good:
+            by_text.setdefault(t.strip(), []).append(r)
+    repeated = [v for v in by_text.values() if len(v) > 1]
+    out = {
+        "reward/dup_inconsistency": (sum(max(v) - min(v) > 1e-6 for v in repeated) / len(repeated) if repeated else NAN)
+    }
+    r = rewards[ok].double()
+    for name, x in (("length", lengths[ok].double()), ("acc", accuracy[ok].double())):
+        if r.numel() > 2 and float(r.std()) > 0 and float(x.std()) > 0:
+            out[f"reward/{name}_corr"] = float(torch.corrcoef(torch.stack([r, x]))[0, 1])
+        else:
+            out[f"reward/{name}_corr"] = NAN
+    return out

@@ -1,0 +1,129 @@
+"""Autopilot (opt-in, `--autopilot`): when a detector fires, apply its recommended config change within the
+bounds the user set, and log every intervention with its reason and the metrics before and after.
+
+Actions are config edits (`key=value`, `key+=delta`, `key*=factor`) on keys of the run config, so each one is
+reversible by config: rerun with `--set key=<before>`. Runtime state that mirrors a key (learning rate,
+entropy-bonus and KL coefficients) is updated with it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..algos.kl import AdaptiveKLController
+from ..config import ConfigError, set_key
+from .detectors import Alert
+
+ACTION_RE = re.compile(r"^(?P<key>[\w.]+)(?P<op>\+=|\*=|=)(?P<value>.+)$")
+FOLLOWUP_KEYS = ("reward/mean", "reward/accuracy", "entropy/token_mean", "zv/frac", "kl_ref/k3", "length/mean")
+
+
+@dataclass
+class Bounds:
+    """Limits the autopilot never crosses."""
+
+    max_eps_high: float = 0.4
+    max_entropy_coef: float = 0.01
+    min_lr: float = 1e-7
+    max_interventions: int = 5
+    followup_steps: int = 5
+
+
+class Autopilot:
+    """Applies alert actions to a live Trainer."""
+
+    def __init__(self, trainer: Any, bounds: Bounds | None = None) -> None:
+        self.trainer = trainer
+        self.bounds = bounds or Bounds()
+        self.log: list[dict[str, Any]] = []
+        self.pending: list[dict[str, Any]] = []
+
+    def _get(self, key: str) -> Any:
+        section, name = key.split(".")
+        return getattr(getattr(self.trainer.cfg, section), name)
+
+    def _bounded(self, key: str, value: Any) -> Any:
+        b = self.bounds
+        limits = {
+            "algo.eps_high": lambda v: min(v, b.max_eps_high),
+            "algo.entropy_coef": lambda v: min(v, b.max_entropy_coef),
+            "train.lr": lambda v: max(v, b.min_lr),
+        }
+        return limits.get(key, lambda v: v)(value)
+
+    def _sync_runtime(self, key: str, value: Any) -> None:
+        t = self.trainer
+        if key == "train.lr":
+            for g in t.optimizer.param_groups[:1]:
+                g["lr"] = value
+            t.scheduler.base_lrs[0] = value
+        elif key == "algo.entropy_coef":
+            t.ent_coef.value = value
+        elif key == "algo.kl_coef":
+            t.kl_ctl.value = value
+        elif key == "algo.kl_controller" and value == "adaptive":
+            a = t.cfg.algo
+            t.kl_ctl = AdaptiveKLController(t.kl_ctl.value, a.kl_target, a.kl_horizon)
+
+    def apply(self, action: str) -> tuple[Any, Any] | None:
+        """Apply one action; returns (before, after) or None if it changes nothing or is out of bounds."""
+        m = ACTION_RE.match(action.replace(" ", ""))
+        if not m:
+            return None
+        key, op, raw = m["key"], m["op"], m["value"]
+        before = self._get(key)
+        if op == "=":
+            value: Any = raw
+        else:
+            base = float(
+                before if before is not None else (self.trainer.cfg.algo.eps_low if key == "algo.eps_high" else 0.0)
+            )
+            value = base + float(raw) if op == "+=" else base * float(raw)
+            value = self._bounded(key, value)
+        try:
+            set_key(self.trainer.cfg, key, value)
+        except ConfigError:
+            return None
+        after = self._get(key)
+        if after == before:
+            return None
+        self._sync_runtime(key, after)
+        return before, after
+
+    def react(self, step: int, alerts: list[Alert], metrics: dict[str, Any]) -> list[dict[str, Any]]:
+        """Apply the actions of newly fired alerts; complete follow-ups that are due. Returns new log rows."""
+        rows = []
+        for p in [p for p in self.pending if step >= p["step"] + self.bounds.followup_steps]:
+            p["metrics_after"] = {k: metrics.get(k) for k in FOLLOWUP_KEYS if k in metrics}
+            p["after_step"] = step
+            rows.append(dict(p, kind="followup"))
+            self.pending.remove(p)
+        for alert in alerts:
+            for action in alert.actions:
+                if len(self.log) >= self.bounds.max_interventions:
+                    break
+                change = self.apply(action)
+                if change is None:
+                    continue
+                row = {
+                    "kind": "intervention",
+                    "step": step,
+                    "reason": f"{alert.mode}: {alert.message}",
+                    "action": action,
+                    "before": change[0],
+                    "after": change[1],
+                    "metrics_before": {k: metrics.get(k) for k in FOLLOWUP_KEYS if k in metrics},
+                }
+                self.log.append(row)
+                self.pending.append(row)
+                rows.append(row)
+        return rows
+
+
+def write_rows(path: Any, rows: list[dict[str, Any]]) -> None:
+    with open(path, "a") as f:
+        for r in rows:
+            f.write(json.dumps(r, default=str) + "\n")
