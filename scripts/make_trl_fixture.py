@@ -71,12 +71,16 @@ def run_one(name: str, reward_func, tokenizer_path: Path, out_dir: Path, max_ste
         pad_token_id=tok.pad_token_id,
         tie_word_embeddings=True,
     )
-    model = LlamaForCausalLM(cfg)
     dataset = Dataset.from_dict({"prompt": PROMPTS})
 
     with tempfile.TemporaryDirectory(prefix=f"trl_{name}_") as tmp:
+        # With beta != 0 TRL loads the reference model from the policy's path, so the tiny model is saved first
+        model_dir = Path(tmp) / "tiny-llama"
+        LlamaForCausalLM(cfg).save_pretrained(model_dir)
+        tok.save_pretrained(model_dir)
+        out = Path(tmp) / "out"
         args = GRPOConfig(
-            output_dir=tmp,
+            output_dir=str(out),
             num_generations=4,
             max_completion_length=8,
             per_device_train_batch_size=4,
@@ -95,7 +99,7 @@ def run_one(name: str, reward_func, tokenizer_path: Path, out_dir: Path, max_ste
             dataloader_num_workers=0,
         )
         trainer = GRPOTrainer(
-            model=model, reward_funcs=reward_func, args=args, train_dataset=dataset, processing_class=tok
+            model=str(model_dir), reward_funcs=reward_func, args=args, train_dataset=dataset, processing_class=tok
         )
         trainer.train()
         trainer.save_state()  # writes <output_dir>/trainer_state.json (no checkpoint, no weights)
@@ -104,9 +108,9 @@ def run_one(name: str, reward_func, tokenizer_path: Path, out_dir: Path, max_ste
         if dest.exists():
             shutil.rmtree(dest)
         (dest / "tensorboard").mkdir(parents=True)
-        state = json.loads((Path(tmp) / "trainer_state.json").read_text())
+        state = json.loads((out / "trainer_state.json").read_text())
         (dest / "trainer_state.json").write_text(json.dumps(state, indent=2) + "\n")
-        events = sorted(Path(tmp).rglob("events.out.tfevents.*"))
+        events = sorted(out.rglob("events.out.tfevents.*"))
         if not events:
             raise SystemExit(f"{name}: TRL wrote no TensorBoard event file under {tmp}")
         for ev in events:
@@ -127,8 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     import trl
 
     torch.set_num_threads(2)
-    print(f"python {sys.version.split()[0]}, torch {torch.__version__}, transformers {transformers.__version__}, "
-          f"trl {trl.__version__}")
+    print(
+        f"python {sys.version.split()[0]}, torch {torch.__version__}, transformers {transformers.__version__}, "
+        f"trl {trl.__version__}"
+    )
     a.out.mkdir(parents=True, exist_ok=True)
     run_one("trl_healthy", varied_reward, a.tokenizer, a.out, a.max_steps, a.seed)
     run_one("trl_constant_reward", constant_reward, a.tokenizer, a.out, a.max_steps, a.seed)

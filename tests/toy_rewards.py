@@ -22,3 +22,25 @@ def raises_on_e(completions: list[str], examples: list) -> list[float]:
 
 def always_none(completions: list[str], examples: list) -> list[float | None]:
     return [None for _ in completions]
+
+
+def always_zero(completions: list[str], examples: list) -> list[float]:
+    """A verifier no completion ever passes: every group has zero reward variance (advantage collapse)."""
+    return [0.0 for _ in completions]
+
+
+def random_score(completions: list[str], examples: list) -> list[float]:
+    """A non-deterministic verifier: a fresh random score for every completion, identical texts included."""
+    import random
+
+    return [random.random() for _ in completions]
+
+
+def char_length(completions: list[str], examples: list) -> list[float]:
+    """Rewards length in characters and nothing else (a hackable reward)."""
+    return [float(len(t)) for t in completions]
+
+
+def starts_with_vowel(completions: list[str], examples: list) -> list[float]:
+    """1 when the completion's first visible character is a vowel: learnable, and independent of the length."""
+    return [1.0 if t.strip()[:1] in VOWELS else 0.0 for t in completions]

@@ -435,6 +435,7 @@ class Trainer:
                 t_opt += time.perf_counter() - t0
                 agg = _mean_dicts(mets)
                 agg["train/grad_norm"] = float(grad_norm)
+                agg["train/nonfinite_loss"] = float(any(not math.isfinite(x.get("actor/loss", 0.0)) for x in mets))
                 agg["train/nonfinite_grad"] = float(not torch.isfinite(grad_norm))
                 per_step.append(agg)
                 done_opt += 1

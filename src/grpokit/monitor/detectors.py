@@ -86,13 +86,19 @@ class Detector:
         """Return (condition holds now, alert to emit if it just started)."""
         raise NotImplementedError
 
+    cooldown = 10  # steps after a mode clears before the same detector may alert again (no alert spam)
+
     def observe(self, step: int, m: dict[str, Any]) -> Alert | None:
         holds, alert = self.check(step, m)
         if holds and not self.active:
             self.active = True
+            last = getattr(self, "_cleared_at", None)
+            if last is not None and step - last <= self.cooldown:
+                return None
             return alert
-        if not holds:
+        if not holds and self.active:
             self.active = False
+            self._cleared_at = step
         return None
 
 
@@ -201,9 +207,6 @@ class EntropyCollapse(Detector):
         h = _num(m, "entropy/token_mean")
         if not math.isfinite(h):
             self.count = self.rel_count = 0
-            if not self.missing_reported:
-                self.missing_reported = True
-                return False, None
             return False, None
         if len(self.baseline) < self.baseline_steps:
             self.baseline.append(h)
@@ -239,6 +242,23 @@ class EntropyCollapse(Detector):
             )
         return False, None
 
+    def observe(self, step: int, m: dict[str, Any]) -> Alert | None:
+        alert = super().observe(step, m)
+        if "entropy/token_mean" in m and not math.isfinite(_num(m, "entropy/token_mean")) and not self.missing_reported:
+            self.missing_reported = True  # §17.7: a NaN entropy resets the counter and is reported once
+            return Alert(
+                "entropy metric missing",
+                self.name,
+                step,
+                step,
+                "warning",
+                f"token entropy is {m['entropy/token_mean']} at step {step}: the collapse counter was reset",
+                {"entropy/token_mean": str(m["entropy/token_mean"])},
+                "check the training forward logs entropy (empty response masks give NaN)",
+                [],
+            )
+        return alert
+
 
 @register
 class KLDrift(Windowed):
@@ -262,8 +282,13 @@ class KLDrift(Windowed):
         if math.isfinite(r):
             self.rewards.append(r)
         coef, kl_loss, pg = _num(m, "kl/coef"), _num(m, "actor/kl_loss"), _num(m, "actor/pg_loss")
-        if math.isfinite(coef) and math.isfinite(kl_loss) and math.isfinite(pg):
-            self.dominates.append(coef * kl_loss > abs(pg) and coef > 0)
+        # the policy-gradient term's scale: mean |advantage| when logged (the value of a group-normalised surrogate
+        # is ~0 on-policy whatever its gradient), else |pg loss|
+        pg_scale = _num(m, "adv/abs_mean")
+        if not math.isfinite(pg_scale):
+            pg_scale = abs(pg)
+        if math.isfinite(coef) and math.isfinite(kl_loss) and math.isfinite(pg_scale):
+            self.dominates.append(coef * kl_loss > pg_scale and coef > 0)
         if key is None:
             return self.active, None
         vals = [v for _, v in self.values]
@@ -309,7 +334,7 @@ class KLDrift(Windowed):
                 step,
                 "warning",
                 "the KL penalty outweighs the policy gradient and reward has stalled",
-                {"kl_coef": coef, "kl_loss": round(kl_loss, 5), "pg_loss": round(pg, 5)},
+                {"kl_coef": coef, "kl_loss": round(kl_loss, 5), "pg_scale": round(pg_scale, 5)},
                 "lower the KL coefficient or use an adaptive controller (algo.kl_controller=adaptive)",
                 ["algo.kl_coef*=0.5"],
             )
@@ -331,23 +356,19 @@ class LengthBias(Windowed):
         super().__init__(context, **params)
         self.first_len: list[float] = []
         self.first_acc: list[float] = []
+        self.ratios: deque[float] = deque(maxlen=self.window)
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         self.push(step, m)
         inc, cor = _num(m, "length/incorrect_mean"), _num(m, "length/correct_mean")
+        self.ratios.append(inc / cor if math.isfinite(inc) and math.isfinite(cor) and cor > 0 else math.nan)
+        sustained = len(self.ratios) == self.window and all(r > self.ratio for r in self.ratios)
         mean, acc = _num(m, "length/mean"), _num(m, "reward/accuracy")
         fix = (
             "token-level aggregation (algo.loss_agg=token-mean), Dr. GRPO normalisation "
             "(algo.loss_agg=constant-norm, algo.adv_scale=none), overlong shaping (algo.soft_overlong=true)"
         )
-        if (
-            self.full()
-            and math.isfinite(inc)
-            and math.isfinite(cor)
-            and cor > 0
-            and inc > self.ratio * cor
-            and (_slope([v for _, v in self.values]) > 0)
-        ):
+        if self.full() and sustained and _slope([v for _, v in self.values]) > 0:
             return True, Alert(
                 self.mode,
                 self.name,
@@ -419,8 +440,8 @@ class ClippingAnomaly(Windowed):
 
     name, mode = "clipping", "clipping anomaly"
     high, window = 0.3, 20
-    keys = ("actor/clipfrac", "actor/clipfrac_high")
-    requires = (("actor/clipfrac_high", "actor/clipfrac"),)
+    keys = ("actor/clipfrac_high",)
+    requires = (("actor/clipfrac_high", "actor/clipfrac", "actor/clipfrac_low"),)
 
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
         super().__init__(context, **params)
@@ -473,7 +494,7 @@ class SamplerMismatch(Windowed):
     name, mode = "sampler_mismatch", "sampler/learner mismatch"
     kl_max, frac_max, abs_max, window = 1e-3, 0.01, 2.0, 3
     keys = ("mismatch/kl_k3",)
-    requires = (("mismatch/kl_k3", "mismatch/abs_diff_mean", "mismatch/abs_diff_max"),)
+    requires = (("mismatch/kl_k3", "mismatch/frac_high", "mismatch/abs_diff_max"),)
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         self.push(step, m)
@@ -550,12 +571,12 @@ class NoisyReward(Windowed):
 
 @register
 class Numerical(Detector):
-    """NaN/inf loss or reward, non-finite gradients, or a gradient-norm spike above `spike` x the median of the
-    previous `history` steps."""
+    """NaN/inf loss (`train/nonfinite_loss`), non-finite gradients (`train/nonfinite_grad`), or a gradient-norm spike
+    above `spike` x the median of the previous `history` steps."""
 
     name, mode = "numerical", "numerical trouble"
     spike, history = 10.0, 20
-    requires = (("actor/loss", "train/grad_norm", "reward/mean"),)
+    requires = (("actor/loss", "train/grad_norm", "train/nonfinite_grad", "reward/mean"),)
 
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
         super().__init__(context, **params)

@@ -1,0 +1,567 @@
+"""Failure-mode detectors (`grpokit.monitor.detectors`) on synthetic metric rows: each one fires on its condition
+with the right onset step, severity, evidence and a fix naming the seed technique; stays quiet below its
+threshold; takes its thresholds by keyword; reports absent inputs as not measurable and then never fires. Includes
+the spec's §18.15 vector for the entropy-collapse rule of §17.7."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from grpokit.monitor.detectors import (
+    DETECTORS,
+    AdvantageCollapse,
+    Alert,
+    ClippingAnomaly,
+    Detector,
+    EntropyCollapse,
+    KLDrift,
+    LengthBias,
+    Monitor,
+    NoisyReward,
+    Numerical,
+    SamplerMismatch,
+    Truncation,
+    rank,
+)
+
+NAN = float("nan")
+
+
+def feed(det: Detector | Monitor, rows: list[dict[str, Any]], start: int = 1) -> list[Alert]:
+    """Observe `rows` as steps start, start+1, ...; return every alert raised."""
+    out: list[Alert] = []
+    for i, row in enumerate(rows):
+        if isinstance(det, Monitor):
+            out.extend(det.observe(start + i, row))
+        elif (a := det.observe(start + i, row)) is not None:
+            out.append(a)
+    return out
+
+
+def one(alerts: list[Alert]) -> Alert:
+    assert len(alerts) == 1, [a.to_dict() for a in alerts]
+    return alerts[0]
+
+
+# ------------------------------------------------------------------------------------------------ registry
+
+
+def test_registry_holds_one_documented_detector_per_failure_mode() -> None:
+    assert set(DETECTORS) == {
+        "advantage_collapse",
+        "entropy_collapse",
+        "kl_drift",
+        "length_bias",
+        "truncation",
+        "clipping",
+        "sampler_mismatch",
+        "noisy_reward",
+        "numerical",
+    }
+    for name, cls in DETECTORS.items():
+        assert cls.name == name and cls.__doc__ and cls.requires
+        with pytest.raises(ValueError, match="no threshold"):
+            cls(None, no_such_threshold=1)
+
+
+def test_monitor_passes_thresholds_to_its_detectors() -> None:
+    mon = Monitor(None, {"entropy_collapse": {"patience": 5, "h_star": 1.0}, "truncation": {"window": 2}})
+    by_name = {d.name: d for d in mon.detectors}
+    assert by_name["entropy_collapse"].patience == 5 and by_name["entropy_collapse"].h_star == 1.0
+    assert by_name["truncation"].window == 2 and by_name["truncation"].values.maxlen == 2
+    assert by_name["kl_drift"].kl_max == KLDrift.kl_max  # untouched detectors keep their defaults
+
+
+def test_alert_is_json_ready_and_rank_puts_critical_first() -> None:
+    a = Alert("m", "d", 3, 5, "warning", "msg", {"x": 1}, "fix", ["a=b"])
+    b = Alert("m", "d", 9, 9, "critical", "msg", {}, "fix")
+    c = Alert("m", "d", 1, 9, "warning", "msg", {}, "fix")
+    assert a.to_dict()["evidence"] == {"x": 1} and a.to_dict()["actions"] == ["a=b"]
+    assert rank([a, b, c]) == [b, c, a]
+
+
+# --------------------------------------------------------------------------------------- advantage collapse
+
+
+def zv_row(frac: float, all_correct: float = 0.0, all_wrong: float | None = None) -> dict[str, float]:
+    return {
+        "zv/acc_frac": frac,
+        "zv/all_correct": all_correct,
+        "zv/all_wrong": frac if all_wrong is None else all_wrong,
+    }
+
+
+def test_advantage_collapse_fires_when_the_window_mean_reaches_the_threshold() -> None:
+    det = AdvantageCollapse()
+    a = one(feed(det, [zv_row(0.9)] * 8))
+    assert (a.step, a.fired_at, a.severity) == (1, 5, "critical")  # onset: first step of the full window
+    assert a.evidence["zero_variance_frac"] == 0.9 and a.evidence["signal"] == "zv/acc_frac"
+    assert a.evidence["all_wrong_frac"] == 0.9 and a.evidence["all_correct_frac"] == 0.0
+    assert "DAPO dynamic sampling" in a.fix and "easier prompts" in a.fix
+    assert a.actions == ["algo.dynamic_sampling=true"]
+    assert det.active
+
+
+def test_advantage_collapse_severity_data_advice_and_actions() -> None:
+    a = one(feed(AdvantageCollapse(), [zv_row(0.6, all_correct=0.6, all_wrong=0.0)] * 5))
+    assert a.severity == "warning" and "harder prompts" in a.fix
+    # already using dynamic sampling: nothing to switch on
+    a = one(feed(AdvantageCollapse({"dynamic_sampling": True}), [zv_row(1.0)] * 5))
+    assert a.actions == [] and a.severity == "critical"
+
+
+def test_advantage_collapse_quiet_below_threshold_or_before_the_window_fills() -> None:
+    assert feed(AdvantageCollapse(), [zv_row(0.45)] * 30) == []
+    assert feed(AdvantageCollapse(), [zv_row(1.0)] * 4) == []
+    # a mean just under 0.5 over the window: 4 x 0.6 + 0.0 = 0.48
+    assert feed(AdvantageCollapse(), [zv_row(0.6)] * 4 + [zv_row(0.0)]) == []
+
+
+def test_advantage_collapse_thresholds_and_signal_preference() -> None:
+    a = one(feed(AdvantageCollapse(threshold=0.3, critical=0.95, window=2), [zv_row(0.4)] * 3))
+    assert (a.step, a.fired_at, a.severity) == (1, 2, "warning")
+    # the accuracy-based fraction wins over the reward-based ones
+    rows = [{"zv/frac": 0.0, "zv/sample_frac": 0.0, "zv/acc_frac": 1.0}] * 5
+    assert one(feed(AdvantageCollapse(), rows)).evidence["signal"] == "zv/acc_frac"
+    rows = [{"zv/frac": 1.0}] * 5
+    a = one(feed(AdvantageCollapse(), rows))
+    assert a.evidence["signal"] == "zv/frac" and "all_wrong_frac" not in a.evidence
+
+
+def test_advantage_collapse_alerts_once_per_episode() -> None:
+    det = AdvantageCollapse(window=2, threshold=0.6)
+    alerts = feed(det, [zv_row(1.0)] * 6 + [zv_row(0.0)] * 2 + [zv_row(1.0)] * 2)
+    assert [(a.step, a.fired_at) for a in alerts] == [(1, 2), (9, 10)]
+
+
+# ------------------------------------------------------------------------------------------ entropy collapse
+
+
+def entropy_rows(hs: list[float]) -> list[dict[str, float]]:
+    return [{"entropy/token_mean": h} for h in hs]
+
+
+def test_entropy_rule_spec_vector_18_15() -> None:
+    """H = [0.6]*10 + [0.4]*51 + [0.7]: first flagged at index 60 (the 51st consecutive low step), clears at 61."""
+    hs = [0.6] * 10 + [0.4] * 51 + [0.7]
+    mon = Monitor()
+    flagged, active = [], []
+    for i, h in enumerate(hs):  # step = 0-based index
+        flagged += [(i, a) for a in mon.observe(i, {"entropy/token_mean": h}) if a.detector == "entropy_collapse"]
+        active.append("entropy collapse" in mon.active())
+    assert [i for i, _ in flagged] == [60]
+    a = flagged[0][1]
+    assert (a.step, a.fired_at, a.severity, a.mode) == (10, 60, "critical", "entropy collapse")
+    assert a.evidence == {"entropy": 0.4, "steps_below": 51, "threshold": 0.5, "initial_entropy": 0.6}
+    assert "clip-higher" in a.fix and "entropy bonus" in a.fix and "Clip-Cov" in a.fix
+    assert [i for i, on in enumerate(active) if on] == [60]
+
+
+def test_entropy_flag_stays_set_while_low_and_alerts_once() -> None:
+    det = EntropyCollapse()
+    hs = [0.4] * 55
+    alerts = []
+    on = []
+    for i, h in enumerate(hs):
+        if (a := det.observe(i, {"entropy/token_mean": h})) is not None:
+            alerts.append(a)
+        on.append(det.active)
+    assert [a.fired_at for a in alerts] == [50]
+    assert on == [False] * 50 + [True] * 5
+
+
+def test_entropy_exactly_h_star_resets_the_counter() -> None:
+    det = EntropyCollapse()
+    assert feed(det, entropy_rows([0.4] * 50 + [0.5] + [0.4] * 50), start=0) == []  # strict <
+    assert det.count == 50
+    a = one(feed(det, entropy_rows([0.4]), start=101))
+    assert (a.step, a.fired_at, a.evidence["steps_below"]) == (51, 101, 51)
+
+
+def test_entropy_nan_resets_the_counter_and_is_reported_as_missing() -> None:
+    det = EntropyCollapse()
+    alerts = feed(det, entropy_rows([0.4] * 50 + [NAN] + [0.4] * 50), start=0)
+    assert [a.mode for a in alerts] == ["entropy metric missing"]  # the separate alert of §17.7, no collapse
+    assert alerts[0].step == 50 and alerts[0].detector == "entropy_collapse"
+    assert det.count == 50 and not det.active
+    a = one(feed(det, entropy_rows([0.4]), start=101))
+    assert a.mode == "entropy collapse" and a.step == 51
+
+
+def test_entropy_nan_clears_an_active_flag() -> None:
+    det = EntropyCollapse(patience=2)
+    feed(det, entropy_rows([0.1] * 3))
+    assert det.active
+    feed(det, entropy_rows([NAN]), start=4)
+    assert not det.active and det.count == 0
+
+
+def test_entropy_relative_collapse() -> None:
+    """Well above h* but below 10% of the first 10 steps' mean (8.0 -> threshold 0.8) for more than `patience`."""
+    det = EntropyCollapse(patience=3)
+    alerts = feed(det, entropy_rows([8.0] * 10 + [0.7] * 6), start=0)
+    a = one(alerts)
+    assert (a.step, a.fired_at) == (10, 13)
+    assert a.evidence["threshold"] == 0.8 and a.evidence["initial_entropy"] == 8.0
+    assert "10%" in a.message
+    assert feed(EntropyCollapse(patience=3), entropy_rows([8.0] * 10 + [0.9] * 20)) == []
+
+
+def test_entropy_thresholds_are_configurable() -> None:
+    a = one(feed(EntropyCollapse(h_star=1.0, patience=2), entropy_rows([2.0, 0.9, 0.9, 0.9])))
+    assert (a.step, a.fired_at) == (2, 4)
+    assert feed(EntropyCollapse(h_star=0.3, patience=2), entropy_rows([0.4] * 10)) == []
+    assert feed(EntropyCollapse(patience=2, rel_frac=0.05), entropy_rows([8.0] * 10 + [0.7] * 5)) == []
+
+
+def test_entropy_ignores_rows_without_the_signal() -> None:
+    """Rows lacking the key (a skipped update, an eval row) neither count nor reset."""
+    det = EntropyCollapse(patience=2)
+    a = one(feed(det, entropy_rows([0.1, 0.1]) + [{"reward/mean": 0.5}] + entropy_rows([0.1])))
+    assert a.fired_at == 4 and a.evidence["steps_below"] == 3
+
+
+# ------------------------------------------------------------------------------------------------ KL drift
+
+
+def test_kl_drift_fires_above_kl_max() -> None:
+    a = one(feed(KLDrift(), [{"kl_ref/k3": 0.1}, {"kl_ref/k3": 0.2}, {"kl_ref/k3": 0.6}, {"kl_ref/k3": 0.7}]))
+    assert (a.step, a.fired_at, a.severity) == (3, 3, "critical")
+    assert a.evidence == {"kl": 0.6, "signal": "kl_ref/k3"}
+    assert "decoupled KL" in a.fix and "adaptive" in a.fix and "EMA reference" in a.fix
+
+
+def test_kl_drift_fires_on_unbounded_growth() -> None:
+    rows = [{"kl_ref/k1": 0.001 * 1.5**i} for i in range(12)]
+    a = one(feed(KLDrift(), rows))
+    assert (a.step, a.fired_at, a.severity) == (1, 10, "warning")
+    assert a.evidence["signal"] == "kl_ref/k1" and a.evidence["kl_first"] == 0.001
+    assert a.evidence["kl_last"] == pytest.approx(0.001 * 1.5**9, abs=1e-5)
+
+
+def test_kl_drift_quiet_for_bounded_or_tiny_kl() -> None:
+    assert feed(KLDrift(), [{"kl_ref/k3": 0.01 + 0.001 * i} for i in range(30)]) == []  # grows < 3x
+    assert feed(KLDrift(), [{"kl_ref/k3": 1e-5 * 2**i} for i in range(10)]) == []  # 5e-3 < kl_floor
+    assert feed(KLDrift(), [{"kl_ref/k3": 0.4}] * 30) == []
+
+
+def test_kl_drift_thresholds_and_signal_preference() -> None:
+    a = one(feed(KLDrift(kl_max=0.1), [{"kl_ref/k3": 0.2, "kl_ref/k1": 0.01, "actor/kl_loss": 0.01}]))
+    assert a.evidence["signal"] == "kl_ref/k3"
+    a = one(feed(KLDrift(window=3, growth=2.0), [{"actor/kl_loss": v} for v in (0.01, 0.015, 0.025)]))
+    assert (a.step, a.fired_at, a.evidence["signal"]) == (1, 3, "actor/kl_loss")
+
+
+def dominance_rows(n: int, kl_loss: float, adv_abs: float | None, pg: float = 0.0) -> list[dict[str, float]]:
+    row = {"kl_ref/k3": 0.05, "kl/coef": 0.1, "actor/kl_loss": kl_loss, "actor/pg_loss": pg, "reward/mean": 0.3}
+    if adv_abs is not None:
+        row["adv/abs_mean"] = adv_abs
+    return [row] * n
+
+
+def test_kl_penalty_outweighing_the_policy_gradient() -> None:
+    a = one(feed(KLDrift(), dominance_rows(12, kl_loss=10.0, adv_abs=0.8)))
+    assert (a.step, a.fired_at, a.severity) == (1, 10, "warning")
+    assert a.evidence == {"kl_coef": 0.1, "kl_loss": 10.0, "pg_scale": 0.8}
+    assert "adaptive" in a.fix and a.actions == ["algo.kl_coef*=0.5"]
+    # without the advantage scale (another trainer's log) the pg loss itself is the yardstick
+    assert one(feed(KLDrift(), dominance_rows(10, kl_loss=1.0, adv_abs=None, pg=0.01))).fired_at == 10
+
+
+def test_kl_penalty_check_is_not_fooled_by_a_zero_grpo_surrogate() -> None:
+    """On-policy GRPO's surrogate value is ~0 whatever its gradient: a tiny KL loss must not count as dominating."""
+    assert feed(KLDrift(), dominance_rows(30, kl_loss=1e-4, adv_abs=0.7, pg=1e-8)) == []
+    # and reward still improving: no stall
+    rows = [dict(r, **{"reward/mean": 0.1 * i}) for i, r in enumerate(dominance_rows(12, kl_loss=10.0, adv_abs=0.8))]
+    assert feed(KLDrift(), rows) == []
+
+
+# ---------------------------------------------------------------------------------------------- length bias
+
+
+def length_row(inc: float, cor: float, mean: float = 100.0, acc: float = 0.3) -> dict[str, float]:
+    return {"length/incorrect_mean": inc, "length/correct_mean": cor, "length/mean": mean, "reward/accuracy": acc}
+
+
+def test_length_bias_incorrect_responses_grow_longer() -> None:
+    rows = [length_row(100 + 10 * i, 50) for i in range(12)]
+    a = one(feed(LengthBias(), rows))
+    assert (a.step, a.fired_at, a.severity, a.mode) == (1, 10, "warning", "length bias")
+    assert a.evidence == {"incorrect_len": 190.0, "correct_len": 50.0}
+    assert "Dr. GRPO" in a.fix and "token-mean" in a.fix and a.actions == ["algo.loss_agg=token-mean"]
+
+
+def test_length_bias_quiet_when_not_growing_or_not_longer() -> None:
+    assert feed(LengthBias(), [length_row(200, 50)] * 20) == []  # long but stable
+    assert feed(LengthBias(), [length_row(50 + i, 50) for i in range(12)]) == []  # growing, ratio < 1.3
+    assert feed(LengthBias(), [length_row(100 + 10 * i, 50) for i in range(9)]) == []  # window not full
+
+
+def test_length_bias_thresholds() -> None:
+    rows = [length_row(100 + 10 * i, 50) for i in range(3)]
+    a = one(feed(LengthBias(window=3, ratio=2.0), rows))
+    assert (a.step, a.fired_at) == (1, 3)
+    assert feed(LengthBias(window=3, ratio=3.0), rows) == []
+
+
+def test_length_collapse_without_accuracy_gain() -> None:
+    rows = [{"length/mean": 100.0, "reward/accuracy": 0.3}] * 5 + [{"length/mean": 20.0, "reward/accuracy": 0.3}]
+    a = one(feed(LengthBias(), rows))
+    assert (a.mode, a.step, a.fired_at) == ("length collapse", 6, 6)
+    assert a.evidence == {"length": 20.0, "accuracy": 0.3, "initial_accuracy": 0.3}
+    assert "VC-PPO" in a.fix
+    better = rows[:5] + [{"length/mean": 20.0, "reward/accuracy": 0.6}]  # shorter *and* better: fine
+    assert feed(LengthBias(), better) == []
+    assert feed(LengthBias(collapse_frac=0.1), rows) == []
+
+
+# ------------------------------------------------------------------------------------------------ truncation
+
+
+def test_truncation_fires_on_a_high_and_not_falling_rate() -> None:
+    a = one(feed(Truncation(), [{"length/truncation_rate": 0.5}] * 7))
+    assert (a.step, a.fired_at, a.severity) == (1, 5, "warning")
+    assert a.evidence == {"truncation_rate": 0.5}
+    assert "overlong filtering" in a.fix and "soft overlong" in a.fix and a.actions == ["algo.soft_overlong=true"]
+
+
+def test_truncation_quiet_when_low_or_falling() -> None:
+    assert feed(Truncation(), [{"length/truncation_rate": 0.15}] * 20) == []
+    falling = [0.9, 0.7, 0.5, 0.3, 0.25]
+    assert feed(Truncation(), [{"length/truncation_rate": v} for v in falling]) == []
+
+
+def test_truncation_thresholds() -> None:
+    a = one(feed(Truncation(threshold=0.1, window=2), [{"length/truncation_rate": 0.15}] * 3))
+    assert (a.step, a.fired_at) == (1, 2)
+    assert feed(Truncation(threshold=1.01), [{"length/truncation_rate": 1.0}] * 10) == []
+
+
+# -------------------------------------------------------------------------------------------------- clipping
+
+
+def clip_row(high: float, low: float) -> dict[str, float]:
+    return {"actor/clipfrac_high": high, "actor/clipfrac_low": low}
+
+
+def test_clipping_fires_when_most_tokens_are_clipped() -> None:
+    a = one(feed(ClippingAnomaly(), [clip_row(0.3, 0.2)] * 22))
+    assert (a.step, a.fired_at, a.severity) == (1, 20, "warning")
+    assert a.evidence == {"clip_frac": 0.5}
+    assert "lower learning rate" in a.fix and a.actions == ["train.lr*=0.5"]
+
+
+def test_clipping_quiet_below_high_for_gspo_and_thresholds() -> None:
+    assert feed(ClippingAnomaly(), [clip_row(0.1, 0.1)] * 40) == []
+    assert feed(ClippingAnomaly({"policy_loss": "gspo"}), [clip_row(0.4, 0.3)] * 40) == []  # GSPO clips by design
+    a = one(feed(ClippingAnomaly(high=0.1, window=3), [clip_row(0.1, 0.1)] * 3))
+    assert a.fired_at == 3
+
+
+CLIP_HIGHER_OFF_POLICY = {"epochs": 2, "mini_batches": 1, "eps_low": 0.2, "eps_high": 0.28}
+
+
+def test_clip_higher_never_active_is_reported_as_info() -> None:
+    a = one(feed(ClippingAnomaly(CLIP_HIGHER_OFF_POLICY, window=4), [clip_row(0.0, 0.05)] * 4))
+    assert (a.step, a.fired_at, a.severity) == (1, 4, "info")
+    assert a.evidence == {"eps_high": 0.28}
+    # the union fraction logged too (verl's pg_clipfrac): the high clip alone decides
+    rows = [{"actor/clipfrac": 0.05, **clip_row(0.0, 0.05)}] * 4
+    assert one(feed(ClippingAnomaly(CLIP_HIGHER_OFF_POLICY, window=4), rows)).severity == "info"
+    # on-policy, symmetric clipping, or a high clip that fires: nothing to say
+    assert feed(ClippingAnomaly({**CLIP_HIGHER_OFF_POLICY, "epochs": 1}, window=4), [clip_row(0.0, 0.05)] * 8) == []
+    assert feed(ClippingAnomaly({**CLIP_HIGHER_OFF_POLICY, "eps_high": 0.2}, window=4), [clip_row(0, 0.05)] * 8) == []
+    assert feed(ClippingAnomaly(CLIP_HIGHER_OFF_POLICY, window=4), [clip_row(0.01, 0.05)] * 8) == []
+
+
+# ------------------------------------------------------------------------------------------ sampler mismatch
+
+
+def test_sampler_mismatch_kl_window() -> None:
+    a = one(feed(SamplerMismatch(), [{"mismatch/kl_k3": 0.01}] * 5))
+    assert (a.step, a.fired_at, a.severity) == (3, 3, "warning")  # the window mean first exceeds kl_max at step 3
+    assert a.evidence["mismatch_kl"] == 0.01
+    assert "importance sampling" in a.fix and "token_truncate" in a.fix
+    assert a.actions == ["algo.is_correction=token_truncate"]
+
+
+def test_sampler_mismatch_ratio_tail_and_max_logp_gap_fire_at_once() -> None:
+    ok = {"mismatch/kl_k3": 1e-6, "mismatch/frac_high": 0.0, "mismatch/abs_diff_max": 0.01}
+    a = one(feed(SamplerMismatch(), [ok, ok, {**ok, "mismatch/frac_high": 0.05}]))
+    assert (a.step, a.fired_at) == (3, 3) and a.evidence["frac_rho_above_C"] == 0.05
+    a = one(feed(SamplerMismatch({"is_correction": "token_truncate"}), [ok, {**ok, "mismatch/abs_diff_max": 3.0}]))
+    assert a.step == 2 and a.evidence["abs_logp_diff_max"] == 3.0 and a.actions == []
+
+
+def test_sampler_mismatch_quiet_in_range_and_thresholds() -> None:
+    ok = {"mismatch/kl_k3": 5e-4, "mismatch/frac_high": 0.005, "mismatch/abs_diff_max": 1.5}
+    assert feed(SamplerMismatch(), [ok] * 20) == []
+    assert one(feed(SamplerMismatch(kl_max=1e-4), [ok] * 3)).fired_at == 3
+    assert one(feed(SamplerMismatch(abs_max=1.0), [ok])).fired_at == 1
+    assert feed(SamplerMismatch(kl_max=0.1, frac_max=0.1, abs_max=5.0), [{"mismatch/kl_k3": 0.05}] * 10) == []
+
+
+# ---------------------------------------------------------------------------------------------- noisy reward
+
+
+def test_noisy_reward_repeated_completions_scored_differently() -> None:
+    rows = [{"reward/dup_inconsistency": v} for v in (0.0, NAN, 0.0, 0.25, 0.5)]
+    a = one(feed(NoisyReward(), rows))
+    assert (a.step, a.fired_at, a.severity) == (4, 4, "critical")
+    assert a.evidence == {"dup_inconsistency": 0.25}
+    assert "audit the verifier" in a.fix
+
+
+def test_noisy_reward_tracking_length_more_than_correctness() -> None:
+    rows = [{"reward/length_corr": 0.9, "reward/acc_corr": NAN}] * 6
+    a = one(feed(NoisyReward(), rows))
+    assert (a.step, a.fired_at, a.severity) == (1, 5, "warning")
+    assert a.evidence["length_corr"] == 0.9
+    # a reward that tracks correctness even more closely is fine; a weak length correlation too
+    assert feed(NoisyReward(), [{"reward/length_corr": 0.9, "reward/acc_corr": 0.95}] * 10) == []
+    assert feed(NoisyReward(), [{"reward/length_corr": 0.4, "reward/acc_corr": NAN}] * 10) == []
+    assert feed(NoisyReward(), [{"reward/length_corr": -0.9, "reward/acc_corr": 0.1}] * 5)[0].fired_at == 5
+
+
+def test_noisy_reward_thresholds() -> None:
+    rows = [{"reward/length_corr": 0.9, "reward/acc_corr": NAN}] * 6
+    assert feed(NoisyReward(corr_max=0.95), rows) == []
+    assert one(feed(NoisyReward(window=2), rows)).fired_at == 2
+
+
+# ------------------------------------------------------------------------------------------------- numerical
+
+
+def test_numerical_non_finite_loss_reward_or_gradient() -> None:
+    a = one(feed(Numerical(), [{"actor/loss": 0.1}] * 6 + [{"actor/loss": NAN}] * 3))
+    assert (a.step, a.fired_at, a.severity) == (7, 7, "critical")
+    assert a.evidence == {"actor/loss": "nan"} and "learning rate" in a.fix
+    a = one(feed(Numerical(), [{"reward/mean": 0.5}, {"reward/mean": math.inf}]))
+    assert a.step == 2 and "check rewards" in a.fix
+    a = one(feed(Numerical(), [{"train/grad_norm": 1.0, "train/nonfinite_grad": 0.0}, {"train/nonfinite_grad": 1.0}]))
+    assert a.step == 2 and a.evidence == {"nonfinite_grad": 1} and a.actions == ["train.lr*=0.5"]
+
+
+def test_numerical_grad_norm_spike() -> None:
+    norms = [1.0] * 6 + [50.0] + [1.0] * 3 + [40.0]
+    alerts = feed(Numerical(), [{"train/grad_norm": g} for g in norms])
+    assert [(a.step, a.severity) for a in alerts] == [(7, "warning"), (11, "warning")]
+    assert alerts[0].evidence == {"grad_norm": 50.0, "median": 1.0}
+    assert "lower the learning rate" in alerts[0].fix
+
+
+def test_numerical_quiet_below_spike_or_without_history() -> None:
+    assert feed(Numerical(), [{"train/grad_norm": g, "actor/loss": 0.1} for g in [1.0] * 6 + [9.0]]) == []
+    assert feed(Numerical(), [{"train/grad_norm": g} for g in [1.0] * 4 + [100.0]]) == []  # < 5 steps of history
+    assert feed(Numerical(spike=100.0), [{"train/grad_norm": g} for g in [1.0] * 6 + [50.0]]) == []
+    assert one(feed(Numerical(spike=3.0), [{"train/grad_norm": g} for g in [1.0] * 6 + [5.0]])).step == 7
+
+
+# ----------------------------------------------------------------------------------- absent inputs, healthy rows
+
+# one row that sets off every detector (with short windows) when fed long enough
+STORM = {
+    "zv/acc_frac": 1.0,
+    "zv/frac": 1.0,
+    "zv/sample_frac": 1.0,
+    "zv/all_wrong": 1.0,
+    "zv/all_correct": 0.0,
+    "entropy/token_mean": 0.01,
+    "kl_ref/k3": 5.0,
+    "kl_ref/k1": 5.0,
+    "actor/kl_loss": 5.0,
+    "length/incorrect_mean": 500.0,
+    "length/correct_mean": 10.0,
+    "length/mean": 2.0,
+    "reward/accuracy": 0.0,
+    "length/truncation_rate": 1.0,
+    "actor/clipfrac": 0.9,
+    "actor/clipfrac_high": 0.5,
+    "actor/clipfrac_low": 0.4,
+    "mismatch/kl_k3": 1.0,
+    "mismatch/frac_high": 0.5,
+    "mismatch/abs_diff_max": 10.0,
+    "reward/dup_inconsistency": 1.0,
+    "reward/length_corr": 0.99,
+    "actor/loss": NAN,
+    "train/grad_norm": NAN,
+    "train/nonfinite_grad": 1.0,
+    "reward/mean": NAN,
+}
+
+
+def storm_rows(n: int) -> list[dict[str, float]]:
+    # growing incorrect length and KL so the trend conditions hold too
+    return [{**STORM, "length/incorrect_mean": 500.0 + i, "kl_ref/k3": 5.0 + i} for i in range(n)]
+
+
+def test_storm_sets_off_every_detector() -> None:
+    mon = Monitor({"epochs": 1})
+    fired = {a.detector for a in feed(mon, storm_rows(60))}
+    assert fired == set(DETECTORS)
+
+
+@pytest.mark.parametrize("name", sorted(DETECTORS))
+def test_detector_without_its_inputs_is_not_measurable_and_never_fires(name: str) -> None:
+    cls = DETECTORS[name]
+    absent = {k for alts in cls.requires for k in alts}
+    rows = [{k: v for k, v in r.items() if k not in absent} for r in storm_rows(60)]
+    mon = Monitor({"epochs": 4, "eps_low": 0.2, "eps_high": 0.28})
+    available = set(rows[0])
+    assert name in mon.not_measurable(available)
+    assert mon.not_measurable(available)[name] == [" or ".join(alts) for alts in cls.requires]
+    assert name not in {a.detector for a in feed(mon, rows)}
+    assert mon.not_measurable(set(STORM)) == {}
+
+
+def test_empty_log_is_not_measurable_anywhere_and_raises_nothing() -> None:
+    mon = Monitor()
+    assert set(mon.not_measurable(set())) == set(DETECTORS)
+    assert feed(mon, [{"step": i} for i in range(100)]) == [] and mon.active() == []
+
+
+def test_healthy_rows_raise_nothing() -> None:
+    """In-range values of every signal, with the noise of a real run, for 120 steps."""
+    import random
+
+    rng = random.Random(0)
+    rows = []
+    for i in range(120):
+        rows.append(
+            {
+                "zv/acc_frac": rng.choice([0.0, 0.25]),
+                "zv/all_correct": 0.0,
+                "zv/all_wrong": 0.0,
+                "entropy/token_mean": 1.5 + 0.2 * rng.random(),
+                "kl_ref/k3": 0.01 + 0.002 * rng.random(),
+                "actor/kl_loss": 0.01,
+                "actor/pg_loss": 1e-8,
+                "adv/abs_mean": 0.7,
+                "kl/coef": 0.04,
+                "length/incorrect_mean": 60 + 5 * rng.random(),
+                "length/correct_mean": 55 + 5 * rng.random(),
+                "length/mean": 58 + 5 * rng.random(),
+                "reward/accuracy": 0.4 + 0.001 * i,
+                "reward/mean": 0.4 + 0.001 * i + 0.05 * rng.random(),
+                "length/truncation_rate": 0.05 * rng.random(),
+                "actor/clipfrac_high": 0.02 * rng.random(),
+                "actor/clipfrac_low": 0.02 * rng.random(),
+                "mismatch/kl_k3": 1e-5 * rng.random(),
+                "mismatch/frac_high": 0.0,
+                "mismatch/abs_diff_max": 0.05,
+                "reward/dup_inconsistency": rng.choice([0.0, NAN]),
+                "reward/length_corr": 0.2 * rng.random() - 0.1,
+                "reward/acc_corr": 0.9,
+                "actor/loss": 0.01 * rng.random(),
+                "train/grad_norm": 1.0 + rng.random(),
+                "train/nonfinite_grad": 0.0,
+            }
+        )
+    mon = Monitor(
+        {"epochs": 1, "eps_low": 0.2, "eps_high": 0.28, "policy_loss": "ppo_clip"},
+    )
+    assert feed(mon, rows) == [] and mon.active() == []
+    assert mon.not_measurable(set(rows[0])) == {}
