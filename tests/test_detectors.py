@@ -132,9 +132,17 @@ def test_advantage_collapse_thresholds_and_signal_preference() -> None:
 
 
 def test_advantage_collapse_alerts_once_per_episode() -> None:
-    det = AdvantageCollapse(window=2, threshold=0.6)
+    det = AdvantageCollapse(window=2, threshold=0.6, cooldown=0)
     alerts = feed(det, [zv_row(1.0)] * 6 + [zv_row(0.0)] * 2 + [zv_row(1.0)] * 2)
     assert [(a.step, a.fired_at) for a in alerts] == [(1, 2), (9, 10)]
+
+
+def test_a_mode_returning_within_the_cooldown_is_not_alerted_again() -> None:
+    det = AdvantageCollapse(window=2, threshold=0.6)  # default cooldown: 10 steps
+    rows = [zv_row(1.0)] * 6 + [zv_row(0.0)] * 2 + [zv_row(1.0)] * 2 + [zv_row(0.0)] * 12 + [zv_row(1.0)] * 2
+    alerts = feed(det, rows)
+    # cleared at 7, back at 10 (silent, though active), cleared at 11, back at 24: 13 steps later, alerted
+    assert [(a.step, a.fired_at) for a in alerts] == [(1, 2), (23, 24)]
 
 
 # ------------------------------------------------------------------------------------------ entropy collapse
@@ -301,10 +309,16 @@ def test_length_bias_quiet_when_not_growing_or_not_longer() -> None:
 
 
 def test_length_bias_thresholds() -> None:
-    rows = [length_row(100 + 10 * i, 50) for i in range(3)]
-    a = one(feed(LengthBias(window=3, ratio=2.0), rows))
+    rows = [length_row(100 + 10 * i, 50) for i in range(3)]  # ratios 2.0, 2.2, 2.4
+    a = one(feed(LengthBias(window=3, ratio=1.9), rows))
     assert (a.step, a.fired_at) == (1, 3)
-    assert feed(LengthBias(window=3, ratio=3.0), rows) == []
+    assert feed(LengthBias(window=3, ratio=2.0), rows) == []  # every step of the window must exceed the ratio
+
+
+def test_length_bias_ignores_a_single_noisy_step() -> None:
+    """Small batches make one step's correct/incorrect means noisy: one step over the ratio is not a trend."""
+    rows = [length_row(55 + i, 50) for i in range(9)] + [length_row(100, 50)]
+    assert feed(LengthBias(), rows) == []
 
 
 def test_length_collapse_without_accuracy_gain() -> None:
@@ -447,8 +461,9 @@ def test_numerical_non_finite_loss_reward_or_gradient() -> None:
 
 def test_numerical_grad_norm_spike() -> None:
     norms = [1.0] * 6 + [50.0] + [1.0] * 3 + [40.0]
-    alerts = feed(Numerical(), [{"train/grad_norm": g} for g in norms])
+    alerts = feed(Numerical(cooldown=0), [{"train/grad_norm": g} for g in norms])
     assert [(a.step, a.severity) for a in alerts] == [(7, "warning"), (11, "warning")]
+    assert [a.step for a in feed(Numerical(), [{"train/grad_norm": g} for g in norms])] == [7]  # cooldown
     assert alerts[0].evidence == {"grad_norm": 50.0, "median": 1.0}
     assert "lower the learning rate" in alerts[0].fix
 

@@ -15,18 +15,18 @@ the forward/backward), ``bf16`` (pure bf16 weights) and ``auto``, the fastest ch
 the device.
 
 Measured on the development machine (2-core Intel Xeon VM with AVX-512 but neither AVX512-BF16 nor AMX,
-torch 2.13 CPU, transformers 5.23, ``torch.set_num_threads(2)``, SmolLM2-135M; the VM's timings are noisy):
+torch 2.13 CPU, transformers 5.23, ``torch.set_num_threads(2)``, SmolLM2-135M). The VM was shared with other
+jobs, so each figure is the best steady-state run (after a warm-up) and contended runs were slower still:
 
-* one forward+backward, ``[32, 128]`` tokens, labels = inputs (steady-state, after one warm-up step):
-  fp32 17.9-20.6 s, bf16-autocast 61-72 s, pure bf16 70-85 s — bf16 is 3-4x *slower* here.
-* ``generate``, 32 sequences x 48 new tokens (prompt batch ``[32, 46]``, left-padded chat prompts), warm:
-  fp32 greedy 6.2 s / sampled 8.3 s; pure bf16 greedy 26-70 s / sampled 26-32 s;
-  fp32 weights + bf16 autocast greedy 19 s.
-* accuracy of a forward+backward on ``[8, 128]`` real text tokens against fp32: bf16-autocast loss relative
-  error 1.3e-3, gradient relative error ||g - g32|| / ||g32|| = 1.6e-2 (cosine 0.9999); pure bf16 loss 1.0e-3,
-  gradient 2.6e-2 (cosine 0.9997). Both train correctly; bf16-autocast keeps fp32 master weights and optimizer
-  updates, so it is the bf16 mode that ``auto`` chooses.
-* a 256x576 @ 576x1536 matmul, the probe :func:`cpu_bf16_is_fast` runs: fp32 ~7 ms, bf16 ~16 ms.
+* one forward+backward, ``[32, 128]`` tokens, labels = inputs: fp32 14.8 s (15-21 s), bf16-autocast 59 s
+  (59-72 s), pure bf16 58 s (58-85 s) — bf16 is about 4x *slower* than fp32 on this CPU.
+* ``generate``, 32 sequences x 48 new tokens (left-padded chat prompts, batch ``[32, 46]``): fp32 greedy 6.2 s,
+  sampled 8.3 s; pure bf16 greedy 17.6 s, sampled 25.7 s; fp32 weights under bf16 autocast greedy 19 s.
+* a forward+backward on ``[8, 128]`` real-text tokens against fp32: bf16-autocast loss relative error 1.3e-3,
+  gradient relative error ||g - g32|| / ||g32|| = 1.6e-2 (cosine 0.9999); pure bf16 loss 1.0e-3, gradient
+  2.6e-2 (cosine 0.9997). Both train correctly; bf16-autocast keeps fp32 master weights and optimizer updates,
+  so it is the bf16 mode that ``auto`` picks where bf16 is fast.
+* the 256x576 @ 576x1536 matmul probe of :func:`cpu_bf16_is_fast`: fp32 ~7 ms, bf16 ~16 ms -> not fast.
 
 Hence ``auto`` = ``bf16-autocast`` on CUDA (fp32 on GPUs without bf16) and on CPUs whose bf16 matmul measures
 clearly faster than fp32 (AMX / AVX512-BF16 parts), otherwise ``fp32``. Method: the converted model

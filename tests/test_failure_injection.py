@@ -1,0 +1,268 @@
+"""Failure injection: each failure mode is made to happen for real — a tiny random Llama (`model.name=tiny`, the
+real SmolLM2 tokenizer) trained by the real trainer with a controlled reward or a broken setting — and the live
+monitor must name it in the run directory's `alerts.jsonl`; a healthy run raises no alert at all.
+
+Two facts about the tiny model shape the setups:
+
+* its next-token distribution is almost uniform over ~49k tokens (entropy ~10.8 nats), so it practically never
+  samples EOS: every response runs to `rollout.max_new_tokens` and is truncated. Where a case needs responses that
+  end at varied lengths (a length-rewarding reward, the healthy run), the sampler is given a fixed random quarter
+  of the vocabulary as extra end-of-sequence ids (`stop_frac`), as a stop-token list would: the engine cuts each
+  response after the first of them and reports it as ended; everything downstream is unchanged;
+* nearly-uniform logits make a temperature of 0.3 still nearly uniform, so identical completions (needed to see a
+  verifier disagree with itself) only appear at a much lower temperature (0.01).
+
+Thresholds are shortened through `monitor.thresholds` where a default window would need a longer run; each case
+says which.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from grpokit.config import build_config
+from grpokit.trainer import Trainer, fit
+
+# the FAST tiny-model setup of test_trainer.py (copied, so those tests can change theirs freely)
+FAST = [
+    "model.name=tiny",
+    "rollout.prompts_per_step=2",
+    "rollout.group_size=4",
+    "rollout.max_new_tokens=6",
+    "data.eval_size=4",
+    "train.eval_every=0",
+    "train.save_every=0",
+    "train.micro_batch_size=8",
+    "reward.functions=[toy_rewards:vowel_frac]",
+]
+
+
+class Run:
+    def __init__(self, trainer: Trainer, run_dir: Path) -> None:
+        self.trainer = trainer
+        self.rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        self.rows = [r for r in self.rows if "time/step" in r]
+        path = run_dir / "alerts.jsonl"
+        self.alerts = [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+    def fired(self) -> set[str]:
+        return {a["detector"] for a in self.alerts}
+
+    def alert(self, detector: str) -> dict[str, Any]:
+        found = [a for a in self.alerts if a["detector"] == detector]
+        assert found, f"{detector} did not fire; alerts: {self.alerts}"
+        return found[0]
+
+    def series(self, key: str) -> list[float]:
+        return [math.nan if r.get(key) is None else r[key] for r in self.rows]
+
+
+def train(
+    tmp: Path,
+    steps: int,
+    extra: list[str] | None = None,
+    *,
+    recipe: str = "grpo",
+    stop_frac: float = 0.0,
+    sampler_temperature: float | None = None,
+) -> Run:
+    """Train `steps` steps on the FAST setup plus `extra` overrides; return the logged rows and alerts."""
+    cfg = build_config(recipe, overrides=FAST + [f"train.steps={steps}"] + list(extra or []))
+    trainer = Trainer(cfg, tmp)
+    if stop_frac:
+        vocab = trainer.model.config.vocab_size
+        ids = torch.randperm(vocab, generator=torch.Generator().manual_seed(0))[: int(stop_frac * vocab)]
+        trainer.engine.eos_ids = sorted(set(trainer.engine.eos_ids) | set(ids.tolist()))
+    if sampler_temperature is not None:
+        orig = trainer.sampling_params
+
+        def sampling_params(n: int | None = None, temperature: float | None = None):
+            p = orig(n, temperature)
+            p.temperature = sampler_temperature  # the learner keeps scoring at rollout.temperature
+            return p
+
+        trainer.sampling_params = sampling_params
+    fit(trainer, None, eval_before=False)
+    run = Run(trainer, tmp)
+    assert [r["step"] for r in run.rows] == list(range(1, steps + 1))
+    return run
+
+
+def thresholds(spec: str) -> str:
+    return f"monitor.thresholds={{{spec}}}"
+
+
+# ------------------------------------------------------------------------------------------------- healthy
+
+
+def test_healthy_run_raises_no_alert(tmp_path: Path) -> None:
+    """What healthy means for a random tiny model: every signal present and in range, with every window full.
+
+    Responses end at varied lengths (a random quarter of the vocabulary ends a response, see the module doc), so
+    truncation stays rare (~5%) and length statistics are defined; the reward (first visible character is a vowel)
+    is learnable, binary and independent of length, so groups of 8 keep reward variance and correct and incorrect
+    responses have the same length distribution; a modest learning rate (2e-4) keeps the KL to the reference (GRPO,
+    k3 in the loss) small. 10 steps fill every window; thresholds are only made *stricter*: entropy patience 5
+    (default 50), windows of 8 for KL drift, length bias and clipping (defaults 10, 10, 20) so they are full.
+    Clip fractions are identically 0 in an on-policy run (§17.4), so the clipping detector is measurable but has
+    nothing to see; no two completions coincide at T=1, so the duplicate-consistency check has nothing to see
+    either (its input is NaN).
+    """
+    run = train(
+        tmp_path,
+        10,
+        [
+            "rollout.group_size=8",
+            "rollout.max_new_tokens=10",
+            "train.micro_batch_size=16",
+            "train.lr=2e-4",
+            "reward.functions=[toy_rewards:starts_with_vowel]",
+            thresholds(
+                "entropy_collapse: {patience: 5}, clipping: {window: 8}, kl_drift: {window: 8}, "
+                "length_bias: {window: 8}"
+            ),
+        ],
+        stop_frac=0.25,
+    )
+    assert run.alerts == [], run.alerts
+    assert run.trainer.monitor.active() == []
+    available = set().union(*(set(r) for r in run.rows))
+    assert run.trainer.monitor.not_measurable(available) == {}
+    # the signals really are there and in range, so the silence is not vacuous
+    assert all(math.isfinite(h) and h > 5.0 for h in run.series("entropy/token_mean"))
+    assert sum(run.series("zv/acc_frac")) / 10 < 0.25
+    assert sum(run.series("length/truncation_rate")) / 10 < 0.2
+    assert all(math.isfinite(c) for c in run.series("reward/length_corr"))
+    assert 0 < max(run.series("actor/kl_loss")) < 0.01
+    assert max(run.series("mismatch/abs_diff_max")) < 1e-3
+    assert all(math.isfinite(g) and g > 0 for g in run.series("train/grad_norm"))
+
+
+# --------------------------------------------------------------------------------------- injected failures
+
+
+def test_constant_reward_fires_advantage_collapse(tmp_path: Path) -> None:
+    """A verifier no completion ever passes (reward 0 everywhere): every group has zero variance.
+    Window shortened to 3 (default 5)."""
+    run = train(
+        tmp_path, 3, ["reward.functions=[toy_rewards:always_zero]", thresholds("advantage_collapse: {window: 3}")]
+    )
+    a = run.alert("advantage_collapse")
+    assert (a["step"], a["fired_at"], a["severity"]) == (1, 3, "critical")
+    assert a["evidence"]["zero_variance_frac"] == 1.0 and a["evidence"]["all_wrong_frac"] == 1.0
+    assert "DAPO dynamic sampling" in a["fix"] and "easier prompts" in a["fix"]
+    assert run.fired() <= {"advantage_collapse", "truncation"}
+
+
+def test_collapsing_policy_fires_entropy_collapse(tmp_path: Path) -> None:
+    """The vowel-fraction reward at a high learning rate (5e-2, no KL): the tiny model's entropy falls from ~10.8
+    nats to well under 1 in ~15 steps. Patience lowered to 2 (default 50): 18 steps."""
+    run = train(
+        tmp_path,
+        18,
+        ["train.lr=5e-2", "algo.kl_coef=0.0", thresholds("entropy_collapse: {patience: 2}")],
+    )
+    a = run.alert("entropy_collapse")
+    assert a["mode"] == "entropy collapse" and a["severity"] == "critical"
+    h = run.series("entropy/token_mean")
+    assert h[0] > 10.0 and a["evidence"]["initial_entropy"] > 10.0
+    below = [s for s in range(a["step"], a["fired_at"] + 1)]
+    assert len(below) == a["evidence"]["steps_below"] == 3
+    assert all(h[s - 1] < a["evidence"]["threshold"] for s in below)  # onset..fired_at all under the threshold
+    assert h[a["step"] - 2] >= a["evidence"]["threshold"]  # and the step before the onset was not
+    assert "clip-higher" in a["fix"]
+    assert run.fired() <= {"entropy_collapse", "truncation", "advantage_collapse"}
+
+
+def test_hot_sampler_fires_sampler_learner_mismatch(tmp_path: Path) -> None:
+    """The sampler draws at T=2 while the learner scores at rollout.temperature=1 (as in
+    test_on_policy_step_reports_sampler_learner_mismatch): the mismatch KL (§17.6) is far above 1e-3. Default
+    thresholds (window 3)."""
+    run = train(tmp_path, 3, sampler_temperature=2.0)
+    a = run.alert("sampler_mismatch")
+    assert a["fired_at"] == 3 and a["evidence"]["mismatch_kl"] > 1e-3
+    assert "importance sampling" in a["fix"] and a["actions"] == ["algo.is_correction=token_truncate"]
+    assert min(run.series("mismatch/kl_k3")) > 1e-3
+    assert run.fired() <= {"sampler_mismatch", "truncation"}
+
+
+def test_absurd_learning_rate_fires_numerical(tmp_path: Path) -> None:
+    """lr=1e8: the first update makes the weights ~1e8 and the next backward overflows — a non-finite gradient,
+    skipped by the trainer and reported critical. (lr=10, the next case, does not get that far.)"""
+    run = train(tmp_path, 3, ["train.lr=1e8"])
+    a = run.alert("numerical")
+    assert (a["step"], a["severity"], a["evidence"]) == (2, "critical", {"nonfinite_grad": 1})
+    assert "lower the learning rate" in a["fix"]
+    assert run.series("train/nonfinite_grad") == [0.0, 1.0, 1.0]
+    assert run.fired() <= {"numerical", "truncation"}
+
+
+def test_learning_rate_ten_saturates_the_policy_and_is_caught(tmp_path: Path) -> None:
+    """lr=10 with Adam and gradient clipping does not overflow the tiny model: one update saturates the policy
+    (entropy ~0, all samples of a group identical), so no grad-norm spike or NaN ever shows — it is caught as KL
+    drift (critical, k3 KL ~9 nats at step 2) and, once groups are degenerate, advantage collapse. Advantage
+    window 3 (default 5)."""
+    run = train(tmp_path, 4, ["train.lr=10", thresholds("advantage_collapse: {window: 3}")])
+    a = run.alert("kl_drift")
+    assert (a["step"], a["severity"]) == (2, "critical") and a["evidence"]["kl"] > 1.0
+    assert run.alert("advantage_collapse")["fired_at"] >= 3
+    assert run.series("entropy/token_mean")[2] < 0.1
+
+
+def test_self_inconsistent_verifier_fires_noisy_reward(tmp_path: Path) -> None:
+    """A verifier that returns random.random() whatever the completion; one-token responses at T=0.01 make
+    every group's completions identical, and identical completions get different scores at once. Defaults."""
+    run = train(
+        tmp_path,
+        2,
+        ["reward.functions=[toy_rewards:random_score]", "rollout.max_new_tokens=1", "rollout.temperature=0.01"],
+    )
+    a = run.alert("noisy_reward")
+    assert (a["step"], a["fired_at"], a["severity"]) == (1, 1, "critical")
+    assert a["evidence"]["dup_inconsistency"] > 0.5
+    assert "audit the verifier" in a["fix"]
+    assert run.fired() <= {"noisy_reward", "truncation"}
+
+
+def test_length_reward_fires_noisy_reward(tmp_path: Path) -> None:
+    """Reward = a correctness check nothing passes + the response length in characters: the reward tracks length
+    (r ~0.85) and not correctness. Needs varied lengths, so a quarter of the vocabulary ends a response.
+    Defaults (window 5). The accuracy-based zero-variance fraction is 1 here too (nothing is ever correct), so
+    advantage collapse fires alongside."""
+    run = train(
+        tmp_path,
+        6,
+        ["reward.functions=[toy_rewards:always_zero,toy_rewards:char_length]", "rollout.max_new_tokens=10"],
+        stop_frac=0.25,
+    )
+    a = run.alert("noisy_reward")
+    assert (a["step"], a["fired_at"], a["severity"]) == (1, 5, "warning")
+    assert a["evidence"]["length_corr"] > 0.5 and "length" in a["message"]
+    assert run.fired() <= {"noisy_reward", "advantage_collapse", "truncation"}
+
+
+def test_never_ending_responses_fire_truncation(tmp_path: Path) -> None:
+    """The tiny model never samples EOS: every response hits max_new_tokens. Window shortened to 3 (default 5)."""
+    run = train(tmp_path, 3, [thresholds("truncation: {window: 3}")])
+    a = run.alert("truncation")
+    assert (a["step"], a["fired_at"], a["severity"]) == (1, 3, "warning")
+    assert a["evidence"]["truncation_rate"] == 1.0
+    assert "overlong" in a["fix"] and "max_new_tokens" in a["fix"]
+    assert run.fired() == {"truncation"}
+
+
+def test_fast_drift_from_the_reference_fires_kl_drift(tmp_path: Path) -> None:
+    """GRPO with a frozen reference (k3 KL in the loss, coefficient 0.04) at lr 5e-2: the KL to the reference
+    passes kl_max=0.5 within 7 steps (8 run). Default thresholds."""
+    run = train(tmp_path, 8, ["train.lr=5e-2"])
+    a = run.alert("kl_drift")
+    assert a["severity"] == "critical" and a["evidence"]["kl"] > 0.5
+    assert a["evidence"]["signal"] == "actor/kl_loss"  # on-policy GRPO computes no separate old-logprob pass
+    assert run.series("actor/kl_loss")[a["fired_at"] - 1] > 0.5
+    assert "adaptive" in a["fix"] and "EMA reference" in a["fix"]
+    assert run.fired() <= {"kl_drift", "truncation"}
