@@ -178,7 +178,8 @@ class AdvantageCollapse(Windowed):
             self.values[0][0],
             step,
             sev,
-            f"{zv:.0%} of groups have zero reward variance over the last {self.window} steps",
+            f"{zv:.0%} of groups have zero {'accuracy' if key == 'zv/acc_frac' else 'reward'} variance over the last "
+            f"{self.window} steps",
             ev,
             fix,
             actions,
@@ -309,14 +310,19 @@ class KLDrift(Windowed):
                 fix,
                 ["algo.kl_controller=adaptive"],
             )
-        if self.full() and _slope(vals) > 0 and last > self.growth * max(vals[0], 1e-12) and last > self.kl_floor:
+        if (
+            self.full()
+            and _slope(vals) > 0
+            and last > self.growth * max(vals[0], self.kl_floor)
+            and last > self.kl_floor
+        ):
             return True, Alert(
                 self.mode,
                 self.name,
                 self.values[0][0],
                 step,
                 "warning",
-                f"KL to the reference grew {last / max(vals[0], 1e-12):.1f}x in {self.window} steps",
+                f"KL to the reference grew {last / max(vals[0], self.kl_floor):.1f}x in {self.window} steps",
                 {"kl_first": round(vals[0], 5), "kl_last": round(last, 5), "signal": key},
                 fix,
                 ["algo.kl_controller=adaptive"],
@@ -576,26 +582,26 @@ class Numerical(Detector):
 
     name, mode = "numerical", "numerical trouble"
     spike, history = 10.0, 20
-    requires = (("actor/loss", "train/grad_norm", "train/nonfinite_grad", "reward/mean"),)
+    requires = (("train/grad_norm", "train/nonfinite_grad", "train/nonfinite_loss"),)
 
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
         super().__init__(context, **params)
         self.norms: deque[float] = deque(maxlen=self.history)
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
-        for key in ("actor/loss", "reward/mean"):
-            if key in m and m[key] is not None and isinstance(m[key], (int, float)) and not math.isfinite(m[key]):
-                return True, Alert(
-                    self.mode,
-                    self.name,
-                    step,
-                    step,
-                    "critical",
-                    f"{key} is {m[key]}",
-                    {key: str(m[key])},
-                    "lower the learning rate; check rewards for NaN",
-                    [],
-                )
+        # logs store a NaN loss as null (indistinguishable from "not logged"), so the trainer flags it explicitly
+        if _num(m, "train/nonfinite_loss") > 0:
+            return True, Alert(
+                self.mode,
+                self.name,
+                step,
+                step,
+                "critical",
+                "the loss is NaN or infinite",
+                {"nonfinite_loss": 1},
+                "lower the learning rate; check rewards for NaN",
+                ["train.lr*=0.5"],
+            )
         if _num(m, "train/nonfinite_grad") > 0:
             return True, Alert(
                 self.mode,
