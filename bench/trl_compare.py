@@ -77,12 +77,15 @@ def main() -> None:
             save_strategy="no",
             seed=0,
         )
-        trainer = GRPOTrainer(model=model, reward_funcs=reward, args=cfg, train_dataset=ds, processing_class=tok,
-                              callbacks=[Timer()])
+        trainer = GRPOTrainer(
+            model=model, reward_funcs=reward, args=cfg, train_dataset=ds, processing_class=tok, callbacks=[Timer()]
+        )
         trainer.train()
     measured = times[1:]
-    print(f"TRL {trl.__version__} GRPOTrainer, loss_type={args.loss_type}, 4 prompts x 8 samples x 48 max new tokens, "
-          f"fp32, torch threads {torch.get_num_threads()}")
+    print(
+        f"TRL {trl.__version__} GRPOTrainer, loss_type={args.loss_type}, 4 prompts x 8 samples x 48 max new tokens, "
+        f"fp32, torch threads {torch.get_num_threads()}"
+    )
     print(f"seconds per step: {[round(t, 2) for t in measured]}  median {statistics.median(measured):.2f}")
 
 

