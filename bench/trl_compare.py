@@ -24,6 +24,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=4, help="measured steps (after one warm-up step)")
     ap.add_argument("--loss-type", default="dapo")
+    ap.add_argument("--min-new-tokens", type=int, default=0, help="force completions to at least this length")
     args = ap.parse_args()
 
     import torch
@@ -76,6 +77,7 @@ def main() -> None:
             bf16=False,
             save_strategy="no",
             seed=0,
+            generation_kwargs={"min_new_tokens": args.min_new_tokens} if args.min_new_tokens else None,
         )
         trainer = GRPOTrainer(
             model=model, reward_funcs=reward, args=cfg, train_dataset=ds, processing_class=tok, callbacks=[Timer()]

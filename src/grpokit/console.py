@@ -60,8 +60,10 @@ class Display:
         if self.progress is not None:
             self.progress.update(self.phase_task, description=name, completed=completed, total=total)
 
-    def step_done(self, step: int, metrics: dict[str, Any]) -> None:
+    def step_done(self, step: int, metrics: dict[str, Any], active: list[str] | None = None) -> None:
         line = health_line(step, self.total, metrics)
+        if active:
+            line += " | ⚠ " + ", ".join(active)
         if self.progress is not None:
             self.progress.update(self.steps_task, completed=step)
             self.progress.console.print(line, highlight=False)

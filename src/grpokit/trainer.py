@@ -683,7 +683,7 @@ def fit(trainer: Trainer, display: Any = None, *, eval_before: bool = True, eval
         new_alerts = trainer.monitor.observe(trainer.step, metrics)
         metrics["alerts/active"] = float(len(trainer.monitor.active()))
         if display:
-            display.step_done(trainer.step, metrics)
+            display.step_done(trainer.step, metrics, trainer.monitor.active())
         for alert in new_alerts:
             if log is not None:
                 log.alert(alert.to_dict())

@@ -29,11 +29,16 @@ HEADLINE = (
 )
 
 
-def _context(path: Path, source: str) -> dict[str, Any]:
+def _run_config(path: Path, source: str) -> dict[str, Any]:
     cfg_path = (path if path.is_dir() else path.parent) / "config.yaml"
     if source != "grpokit" or not cfg_path.exists():
         return {}
-    cfg = yaml.safe_load(cfg_path.read_text()) or {}
+    return yaml.safe_load(cfg_path.read_text()) or {}
+
+
+def _context(cfg: dict[str, Any]) -> dict[str, Any]:
+    if not cfg:
+        return {}
     a, t = cfg.get("algo", {}), cfg.get("train", {})
     return {
         "dynamic_sampling": a.get("dynamic_sampling"),
@@ -56,9 +61,13 @@ def _last(rows: list[dict[str, Any]], key: str) -> float | None:
 
 
 def diagnose(path: str | Path, thresholds: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Replay the detectors over a log; returns a JSON-able diagnosis."""
+    """Replay the detectors over a log; returns a JSON-able diagnosis. A grpokit run's own `monitor.thresholds`
+    apply unless `thresholds` is given."""
     log = read_run(path)
-    mon = Monitor(_context(Path(path), log.source), thresholds)
+    cfg = _run_config(Path(path), log.source)
+    if thresholds is None:
+        thresholds = (cfg.get("monitor") or {}).get("thresholds") or None
+    mon = Monitor(_context(cfg), thresholds)
     for row in log.rows:
         mon.observe(int(row.get("step", 0)), row)
     alerts = rank(mon.alerts)
