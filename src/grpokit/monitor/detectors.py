@@ -166,10 +166,16 @@ class AdvantageCollapse(Windowed):
         ev["wasted_compute"] = f"~{zv:.0%} of sampled groups give no gradient"
         hard = ev.get("all_wrong_frac", 0) >= ev.get("all_correct_frac", 0)
         data = "easier prompts (the model fails every sample)" if hard else "harder prompts (the model always succeeds)"
-        fix = (
-            f"DAPO dynamic sampling (algo.dynamic_sampling=true) to drop degenerate groups; a data mix with {data} "
-            "(grpokit preflight filters them); a larger group size G"
-        )
+        if self.context.get("dynamic_sampling"):
+            fix = (
+                f"dynamic sampling is on and pays for this with extra generation rounds: a data mix with {data} "
+                "(grpokit preflight filters them), or a larger group size G"
+            )
+        else:
+            fix = (
+                f"DAPO dynamic sampling (algo.dynamic_sampling=true) to drop degenerate groups; a data mix with "
+                f"{data} (grpokit preflight filters them); a larger group size G"
+            )
         actions = [] if self.context.get("dynamic_sampling") else ["algo.dynamic_sampling=true"]
         sev = "critical" if zv >= self.critical else "warning"
         return True, Alert(

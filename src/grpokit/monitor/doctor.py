@@ -29,6 +29,17 @@ HEADLINE = (
 )
 
 
+TRAINING_KEYS = (
+    "reward/mean",
+    "entropy/token_mean",
+    "actor/loss",
+    "train/grad_norm",
+    "zv/frac",
+    "zv/sample_frac",
+    "length/mean",
+)
+
+
 def _run_config(path: Path, source: str) -> dict[str, Any]:
     cfg_path = (path if path.is_dir() else path.parent) / "config.yaml"
     if source != "grpokit" or not cfg_path.exists():
@@ -69,7 +80,12 @@ def diagnose(path: str | Path, thresholds: dict[str, dict[str, Any]] | None = No
         thresholds = (cfg.get("monitor") or {}).get("thresholds") or None
     mon = Monitor(_context(cfg), thresholds)
     for row in log.rows:
-        mon.observe(int(row.get("step", 0)), row)
+        # readers fill a signal a step did not log with NaN: in a replay NaN means "not logged", so drop it; rows
+        # with no training signal at all (evaluation-only rows) are not training steps
+        present = {k: v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))}
+        if not any(k in present for k in TRAINING_KEYS):
+            continue
+        mon.observe(int(row.get("step", 0)), present)
     alerts = rank(mon.alerts)
     steps = [int(r["step"]) for r in log.rows if "step" in r]
     return {
