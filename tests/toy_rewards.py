@@ -44,3 +44,21 @@ def char_length(completions: list[str], examples: list) -> list[float]:
 def starts_with_vowel(completions: list[str], examples: list) -> list[float]:
     """1 when the completion's first visible character is a vowel: learnable, and independent of the length."""
     return [1.0 if t.strip()[:1] in VOWELS else 0.0 for t in completions]
+
+
+def any_number(completions: list[str], examples: list) -> list[float]:
+    """A lax verifier for audit tests: 1.0 for any completion that contains a digit (accepts wrong numbers)."""
+    return [1.0 if any(c.isdigit() for c in t) else 0.0 for t in completions]
+
+
+def sleeps_forever(completions: list[str], examples: list) -> list[float]:
+    """A reward that hangs (sleeps far past any reasonable timeout)."""
+    import time
+
+    time.sleep(60)
+    return [0.0 for _ in completions]
+
+
+def always_raises(completions: list[str], examples: list) -> list[float]:
+    """A reward with a bug: raises on every call."""
+    raise KeyError("answer_text")

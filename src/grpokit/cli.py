@@ -271,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ModelSpecError, CheckpointError, RewardFailureError, DynamicSamplingError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except ValueError as e:  # bad data or reward specs found while setting up; GRPOKIT_DEBUG=1 shows the traceback
+        if os.environ.get("GRPOKIT_DEBUG"):
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,0 +1,102 @@
+"""`grpokit preflight` on the tiny model with a built-in task (real model, real reward, no mocks)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from grpokit.config import build_config
+from grpokit.preflight import (
+    histogram,
+    recommend_group_size,
+    recommend_length,
+    render,
+    run_preflight,
+    zero_variance,
+)
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parent)}
+TINY = ["rollout.group_size=4", "rollout.max_new_tokens=4", "rollout.prompts_per_step=2"]
+
+
+def test_zero_variance_matches_binomial_formula() -> None:
+    rates = [0.0, 0.25, 0.5, 0.9, 1.0]
+    for g in (2, 4, 8):
+        z = zero_variance(rates, g)
+        correct = sum(p**g for p in rates) / len(rates)
+        wrong = sum((1 - p) ** g for p in rates) / len(rates)
+        assert z["all_correct"] == pytest.approx(correct)
+        assert z["all_wrong"] == pytest.approx(wrong)
+        assert z["zero_variance"] == pytest.approx(correct + wrong)
+    assert zero_variance([0.5], 4)["zero_variance"] == pytest.approx(2 * 0.5**4)
+    assert math.isnan(zero_variance([], 4)["zero_variance"])
+
+
+def test_recommended_group_size() -> None:
+    rates = [0.5, 0.5, 0.1, 0.9]
+    table = {g: zero_variance(rates, g) for g in (2, 4, 8, 16)}
+    # G=2: 0.5 + 0.5 + 0.82 + 0.82 over 4 = 0.66; G=4: (0.125*2 + 0.6562*2)/4 = 0.39
+    assert recommend_group_size(table) == 4
+    assert recommend_group_size(table, target=0.1) == 16
+    hopeless = {g: zero_variance([0.0, 1.0], g) for g in (2, 4, 8)}
+    assert recommend_group_size(hopeless) is None
+
+
+def test_histogram_and_length_recommendation() -> None:
+    h = histogram([0.0, 0.1, 0.5, 1.0, 1.0], bins=5)
+    assert [b["count"] for b in h] == [2, 0, 1, 0, 2]
+    lengths = torch.tensor([10, 20, 30, 40, 48])
+    rec = recommend_length(lengths, torch.tensor([False] * 4 + [True]), 48)
+    assert rec["truncation_rate"] == pytest.approx(0.2)
+    assert rec["recommended_max_new_tokens"] == 2 * 48  # heavy truncation: double the limit
+    rec = recommend_length(torch.tensor([10, 20, 30, 40]), torch.tensor([False] * 4), 48)
+    assert rec["recommended_max_new_tokens"] == 56  # p99 39.7 x 1.25 = 49.6 -> next multiple of 8
+    assert rec["recommended_overlong_cache"] == round(0.2 * 56)
+
+
+def test_preflight_tiny_model_report(tmp_path: Path) -> None:
+    cfg = build_config("dapo", TINY, **{"model.name": "tiny", "data.task": "add1"})
+    report = run_preflight(cfg, n_prompts=3, out_dir=tmp_path)
+    for key in ("pass_rates", "zero_variance", "filtered", "entropy", "length", "cost"):
+        assert key in report
+    assert report["config"]["prompts"] == 3 and report["config"]["group_size"] == 4
+    assert len(report["pass_rates"]["per_prompt"]) == 3
+    rates = [p["pass_rate"] for p in report["pass_rates"]["per_prompt"]]
+    assert report["zero_variance"]["expected"]["4"]["zero_variance"] == pytest.approx(
+        zero_variance(rates, 4)["zero_variance"]
+    )
+    assert set(report["zero_variance"]["expected"]) == {"2", "4", "8", "16", "32", "64"}
+    filtered = Path(report["filtered"]["path"])
+    assert filtered.exists()
+    assert len(filtered.read_text().splitlines()) == report["filtered"]["kept"]
+    assert report["filtered"]["kept"] + report["filtered"]["dropped_always"] + report["filtered"]["dropped_never"] == 3
+    # a random tiny model: near-uniform next-token distribution
+    ent = report["entropy"]
+    assert ent["mean_nats"] > 0.5 * ent["ln_vocab"] and ent["verdict"].startswith("near-uniform")
+    assert ent["p10"] <= ent["p50"] <= ent["p90"]
+    assert report["length"]["max"] <= 4
+    assert report["cost"]["seconds_per_step"] > 0 and report["cost"]["samples_per_step"] == 8
+    saved = json.loads((tmp_path / "preflight.json").read_text())
+    assert saved["config"]["model"] == "tiny"
+    text = render(report)
+    for needle in ("pass rate", "zero-variance", "recommended G", "difficulty filter", "entropy", "length", "cost"):
+        assert needle in text
+
+
+def test_preflight_cli(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "grpokit.cli", "preflight", "--model", "tiny", "--data", "add1", "--prompts", "2",
+         "--group-size", "4", "--max-new-tokens", "4", "--out", str(tmp_path / "pf"), "--json"],
+        capture_output=True, text=True, env=ENV, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["config"]["group_size"] == 4 and report["config"]["prompts"] == 2
+    assert (tmp_path / "pf" / "preflight.json").exists() and (tmp_path / "pf" / "filtered.jsonl").exists()
