@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -102,3 +105,25 @@ def test_labeled_file_false_positive_and_negative_rates(tmp_path: Path) -> None:
     assert {w["line"] for w in lab["failing_rows"]} == {6, 8, 9}
     assert r["determinism"]["ok"] and r["verdict"] == "ISSUES FOUND"
     assert "FP rate 50.0%" in render(r)
+
+
+def test_math_verify_math_probes() -> None:
+    r = audit_reward("math_verify", kind="math", timeout_s=10)
+    assert r["probes"]["correct_score"] == 1.0
+    assert all(c["ok"] for c in r["probes"]["equivalent"]), r["probes"]["equivalent"]
+    assert _case(r, "hacks", "wrong answer")["ok"] and _case(r, "hacks", "empty")["ok"]
+    assert r["determinism"]["ok"] and not r["failures"]
+
+
+def test_audit_reward_cli(tmp_path: Path) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parent)}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "grpokit.cli", "audit-reward", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+
+    out = run("--reward", "toy_rewards:any_number", "--json")
+    assert out.returncode == 1, out.stderr
+    assert json.loads(out.stdout)["verdict"] == "ISSUES FOUND"
+    out = run("--reward", "exact_numerc")
+    assert out.returncode == 2 and "Did you mean 'exact_numeric'" in out.stderr

@@ -361,16 +361,23 @@ def render(r: dict[str, Any]) -> str:
 
 
 def cmd_audit_reward(args: argparse.Namespace) -> int:
-    report = audit_reward(
-        args.reward, labeled=args.labeled, kind=args.kind, timeout_s=args.timeout, threshold=args.threshold
-    )
+    """Exit status 0 when the audit passes, 1 when it found issues, 2 for a bad reward spec or labeled file."""
+    try:
+        report = audit_reward(
+            args.reward, labeled=args.labeled, kind=args.kind, timeout_s=args.timeout, threshold=args.threshold
+        )
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(json.dumps(report, default=float) if args.json else render(report))
     return 0 if report["verdict"] == "PASS" else 1
 
 
 def register_cli(sub: Any) -> argparse.ArgumentParser:
     """Add the `audit-reward` subcommand to an argparse sub-parsers object."""
-    p = sub.add_parser("audit-reward", help="test a reward function: equivalences, hacks, determinism, timeouts")
+    p = sub.add_parser(
+        "audit-reward", help="test a reward function: equivalences, hacks, determinism, timeouts (exit 1 on issues)"
+    )
     p.add_argument("--reward", required=True, help="built-in name, module:function or path.py:function")
     p.add_argument("--labeled", default=None, help="JSONL with completion, answer (prompt), expected true/false")
     p.add_argument("--kind", choices=sorted(PROBES), default="numeric", help="probe set (without --labeled)")

@@ -247,6 +247,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true")
     e.set_defaults(fn=cmd_eval)
 
+    from .audit import register_cli as register_audit
+    from .preflight import register_cli as register_preflight
+
+    register_preflight(sub)
+    register_audit(sub)
+
     d = sub.add_parser("demo", help="about 10 minutes of DAPO on single-digit addition with the embedded model")
     d.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     d.add_argument("--eval-samples", type=int, default=5, help="samples per held-out prompt in eval")

@@ -149,19 +149,13 @@ def _entropy_pass(trainer: Any, out: Any) -> tuple[torch.Tensor, float]:
     return torch.cat(ents) if ents else torch.zeros(0), time.perf_counter() - t0
 
 
-def _time_fwd_bwd(trainer: Any, out: Any) -> tuple[float, int]:
-    """Seconds of one forward+backward of a representative micro-batch (no optimizer step), and its size."""
+def _fwd_bwd(trainer: Any, out: Any, idx: torch.Tensor) -> float:
     from .learner import completion_forward
 
-    n = min(trainer.cfg.train.micro_batch_size, out.completion_ids.shape[0])
-    # the micro-batch spread over the whole sample, so its lengths are representative
-    idx = torch.linspace(0, out.completion_ids.shape[0] - 1, n).long()
-    model = trainer.model
-    model.train()
     t0 = time.perf_counter()
     with trainer._autocast():
         logp, _, _ = completion_forward(
-            model,
+            trainer.model,
             out.prompt_ids[idx],
             out.prompt_mask[idx],
             out.completion_ids[idx],
@@ -172,8 +166,20 @@ def _time_fwd_bwd(trainer: Any, out: Any) -> tuple[float, int]:
     loss = -(logp.float() * mask).sum() / mask.sum().clamp(min=1)
     loss.backward()
     seconds = time.perf_counter() - t0
-    model.zero_grad(set_to_none=True)
-    return seconds, n
+    trainer.model.zero_grad(set_to_none=True)
+    return seconds
+
+
+def _time_fwd_bwd(trainer: Any, out: Any) -> tuple[float, int]:
+    """Seconds of one forward+backward of a training-shaped micro-batch (no optimizer step), and its size.
+
+    The micro-batch is the first `train.micro_batch_size` samples (whole groups, as in training), timed after a
+    2-sample warm-up (the first backward pays one-off allocation costs).
+    """
+    n = min(trainer.cfg.train.micro_batch_size, out.completion_ids.shape[0])
+    trainer.model.train()
+    _fwd_bwd(trainer, out, torch.arange(min(2, n)))
+    return _fwd_bwd(trainer, out, torch.arange(n)), n
 
 
 def _step_cost(cfg: Any, t: dict[str, float], n_sampled: int, zv: float, fb_n: int) -> dict[str, Any]:
@@ -370,6 +376,7 @@ def render(report: dict[str, Any]) -> str:
         lines.append(
             f"  {int(s):>4}  {v['zero_variance']:>8.1%}  {v['all_correct']:>11.1%}  {v['all_wrong']:>9.1%}{mark}"
         )
+    lines.append(f"  (plug-in estimates from G={g} samples: a prompt never/always solved counts as p=0/1 at every G)")
     rec = zv["recommended_group_size"]
     lines.append(
         f"  recommended G: {rec} (smallest with < {zv['target']:.0%} wasted groups)"
@@ -424,7 +431,11 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         overrides.append(f"rollout.max_new_tokens={args.max_new_tokens}")
     cfg = build_config(args.recipe, overrides, **{"model.name": args.model, "data.task": args.data})
     out = Path(args.out or f"runs/preflight-{time.strftime('%Y%m%d-%H%M%S')}")
-    report = run_preflight(cfg, args.prompts, out)
+    try:
+        report = run_preflight(cfg, args.prompts, out)
+    except (ValueError, FileNotFoundError) as e:  # unknown task, missing file, bad reward spec
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(report, default=float))
     else:
