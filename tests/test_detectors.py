@@ -580,3 +580,11 @@ def test_healthy_rows_raise_nothing() -> None:
     )
     assert feed(mon, rows) == [] and mon.active() == []
     assert mon.not_measurable(set(rows[0])) == {}
+
+
+def test_noisy_reward_fires_when_reward_follows_a_format_component() -> None:
+    """A weighted reward dominated by its `format` component (r = 0.9) rather than correctness (r = 0.2)."""
+    rows = [{"reward/corr/format": 0.9, "reward/acc_corr": 0.2}] * 5
+    a = one(feed(NoisyReward(), rows))
+    assert a.fired_at == 5 and "format" in a.message and "weight" in a.fix
+    assert feed(NoisyReward(), [{"reward/corr/format": 0.9, "reward/acc_corr": 0.95}] * 5) == []

@@ -186,3 +186,23 @@ def test_on_policy_step_reports_sampler_learner_mismatch(tmp_path: Path) -> None
     trainer.sampling_params = hotter
     m = trainer.train_step()
     assert m["mismatch/abs_diff_mean"] > 0.01  # > 10x the same-temperature mismatch above
+
+
+def test_reward_component_correlation_is_logged_and_flags_a_hackable_reward(tmp_path: Path) -> None:
+    """Total reward = correctness (always 0 here) + a non-correctness component: the total follows the component
+    (r = 1) and not correctness, which the noisy-reward detector reports."""
+    run(
+        "grpo",
+        tmp_path,
+        5,
+        [
+            "reward.functions=[toy_rewards:always_zero,toy_rewards:vowel_frac]",
+            "reward.weights=[1.0,1.0]",
+            "monitor.thresholds={noisy_reward: {window: 3}}",
+        ],
+    )
+    rows = [r for r in metrics(tmp_path) if "time/step" in r]
+    corr = [r[k] for r in rows for k in r if k.startswith("reward/corr/")]
+    assert corr and all(c == pytest.approx(1.0) for c in corr)
+    alerts = [json.loads(x) for x in (tmp_path / "alerts.jsonl").read_text().splitlines()]
+    assert any(a["detector"] == "noisy_reward" for a in alerts)

@@ -248,7 +248,8 @@ class Trainer:
         examples = [self.train_examples[idx[int(i)]] for i in out.prompt_index]
         res = self.rewards.score(out.texts, examples)
         timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t0
-        self._reward_metrics = res.metrics
+        self._reward_metrics = dict(res.metrics)
+        self._reward_metrics.update(signals.component_correlations(res.rewards, res.per_reward))
         self._reward_failures = res.failures
         rewards = torch.tensor(res.rewards, dtype=torch.float32)
         accuracy = torch.tensor(res.accuracy, dtype=torch.float32).nan_to_num(0.0)

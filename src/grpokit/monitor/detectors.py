@@ -541,15 +541,24 @@ class SamplerMismatch(Windowed):
 @register
 class NoisyReward(Windowed):
     """Identical completions scored differently within a step (a non-deterministic verifier), or reward that
-    tracks length (|corr| > `corr_max`) much more than correctness over `window` steps."""
+    tracks length (|corr| > `corr_max`) much more than correctness over `window` steps, or tracks a non-correctness
+    reward component such as `format` (`reward/corr/<name>`) more than correctness over `window` steps."""
 
     name, mode = "noisy_reward", "noisy or hackable reward"
     corr_max, window = 0.5, 5
     keys = ("reward/length_corr",)
     requires = (("reward/dup_inconsistency", "reward/length_corr"),)
 
+    def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
+        super().__init__(context, **params)
+        self.components: dict[str, deque[float]] = {}
+
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         self.push(step, m)
+        for key in [k for k in m if k.startswith("reward/corr/")]:
+            v = _num(m, key)
+            if math.isfinite(v):
+                self.components.setdefault(key, deque(maxlen=self.window)).append(v)
         dup = _num(m, "reward/dup_inconsistency")
         fix = "audit the verifier (grpokit audit-reward): noisy rewards feed false signal into every group"
         if math.isfinite(dup) and dup > 0:
@@ -576,6 +585,26 @@ class NoisyReward(Windowed):
                     f"reward correlates with response length (r = {self.mean():.2f}) more than with correctness",
                     {"length_corr": round(self.mean(), 3), "acc_corr": acc_corr},
                     fix,
+                    [],
+                )
+        acc_corr = _num(m, "reward/acc_corr")
+        for key, vals in self.components.items():
+            c = statistics.fmean(vals)
+            if (
+                len(vals) == self.window
+                and abs(c) > self.corr_max
+                and (not math.isfinite(acc_corr) or abs(acc_corr) < abs(c))
+            ):
+                name = key.removeprefix("reward/corr/")
+                return True, Alert(
+                    self.mode,
+                    self.name,
+                    step - self.window + 1,
+                    step,
+                    "warning",
+                    f"reward follows its '{name}' component (r = {c:.2f}) more than correctness",
+                    {f"corr_{name}": round(c, 3), "acc_corr": acc_corr},
+                    fix + "; lower the weight of the non-correctness reward",
                     [],
                 )
         return False, None

@@ -130,3 +130,17 @@ def reward_consistency_signals(
         else:
             out[f"reward/{name}_corr"] = NAN
     return out
+
+
+def component_correlations(total: list[float], per_reward: dict[str, list[float]]) -> dict[str, float]:
+    """Pearson correlation of the total reward with each reward component after the first (the correctness one),
+    e.g. `reward/corr/format`: a reward that follows formatting more than correctness is hackable."""
+    out: dict[str, float] = {}
+    names = list(per_reward)
+    t = torch.tensor(total, dtype=torch.float64)
+    for name in names[1:]:
+        x = torch.tensor(per_reward[name], dtype=torch.float64)
+        ok = torch.isfinite(t) & torch.isfinite(x)
+        if int(ok.sum()) > 2 and float(t[ok].std()) > 0 and float(x[ok].std()) > 0:
+            out[f"reward/corr/{name}"] = float(torch.corrcoef(torch.stack([t[ok], x[ok]]))[0, 1])
+    return out
