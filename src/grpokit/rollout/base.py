@@ -62,6 +62,16 @@ class RolloutEngine(Protocol):
         ...
 
 
+def special_ids(model: torch.nn.Module, tokenizer: object) -> tuple[int, list[int]]:
+    """(pad id, every EOS id): the tokenizer's EOS plus the model's generation_config EOS ids; pad falls back to EOS."""
+    pad = tokenizer.pad_token_id
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    eos_ids = set([eos] if isinstance(eos, int) else list(eos or []))
+    if tokenizer.eos_token_id is not None:
+        eos_ids.add(int(tokenizer.eos_token_id))
+    return int(pad if pad is not None else tokenizer.eos_token_id), sorted(eos_ids)
+
+
 ENGINES: dict[str, Callable[..., RolloutEngine]] = {}
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import torch
 
-from .base import RolloutOutput, SamplingParams, register_engine
+from .base import RolloutOutput, SamplingParams, register_engine, special_ids
 
 
 def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -51,13 +51,7 @@ class HFGenerateEngine:
         self.tokenizer = tokenizer
         self.autocast = autocast or contextlib.nullcontext
         self.max_batch = max_batch
-        pad = tokenizer.pad_token_id
-        self.pad_id = int(pad if pad is not None else tokenizer.eos_token_id)
-        eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-        eos_ids = set([eos] if isinstance(eos, int) else list(eos or []))
-        if tokenizer.eos_token_id is not None:
-            eos_ids.add(int(tokenizer.eos_token_id))
-        self.eos_ids = sorted(eos_ids)
+        self.pad_id, self.eos_ids = special_ids(model, tokenizer)
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         self.model = model

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 
 from ..prefix import decoder_and_head, positions, prefill
-from .base import RolloutOutput, SamplingParams, register_engine
+from .base import RolloutOutput, SamplingParams, register_engine, special_ids
 from .hf import completion_mask_from_ids, left_pad
 
 
@@ -47,13 +47,7 @@ class SharedPrefixSampler:
         self.tokenizer = tokenizer
         self.autocast = autocast or contextlib.nullcontext
         self.compact_below = compact_below
-        pad = tokenizer.pad_token_id
-        self.pad_id = int(pad if pad is not None else tokenizer.eos_token_id)
-        eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-        eos_ids = set([eos] if isinstance(eos, int) else list(eos or []))
-        if tokenizer.eos_token_id is not None:
-            eos_ids.add(int(tokenizer.eos_token_id))
-        self.eos_ids = sorted(eos_ids)
+        self.pad_id, self.eos_ids = special_ids(model, tokenizer)
         self.min_new_tokens = 0
 
     def sync_weights(self, model: torch.nn.Module) -> None:
