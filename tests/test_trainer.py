@@ -206,3 +206,16 @@ def test_reward_component_correlation_is_logged_and_flags_a_hackable_reward(tmp_
     assert corr and all(c == pytest.approx(1.0) for c in corr)
     alerts = [json.loads(x) for x in (tmp_path / "alerts.jsonl").read_text().splitlines()]
     assert any(a["detector"] == "noisy_reward" for a in alerts)
+
+
+def test_kl_to_reference_is_measured_on_policy_and_to_the_initial_model_under_ema(tmp_path: Path) -> None:
+    """§17.3: GRPO's on-policy step logs KL to the frozen reference from its own forward (0 at step 1, > 0 after an
+    update); T1's EMA reference also logs KL to the initial model, which drifts at least as far as to the anchor."""
+    run("grpo", tmp_path / "grpo", 3, ["train.lr=1e-2"])
+    rows = [r for r in metrics(tmp_path / "grpo") if "time/step" in r]
+    assert rows[0]["kl_ref/k3"] == pytest.approx(0.0, abs=1e-6)
+    assert rows[-1]["kl_ref/k3"] > 1e-4
+    run("t1", tmp_path / "t1", 3, ["train.lr=1e-2", "algo.ref_ema_eta=0.9"])
+    rows = [r for r in metrics(tmp_path / "t1") if "time/step" in r]
+    assert rows[-1]["kl_init/k3"] > 1e-4
+    assert rows[-1]["kl_init/k1"] >= rows[-1]["kl_ref/k1"] - 1e-6

@@ -145,6 +145,10 @@ class Trainer:
         self.ref_model = None
         if a.needs_reference:
             self.ref_model = copy.deepcopy(self.model).eval().requires_grad_(False)
+        # a moving (EMA / synced) reference hides cumulative drift: also measure KL to the initial model (spec §17.3)
+        self.init_model = None
+        if self.ref_model is not None and a.reference in ("ema", "sync"):
+            self.init_model = copy.deepcopy(self.model).eval().requires_grad_(False)
         self.value_head = ValueHead(hidden_size(self.model)).to(self.device) if a.uses_critic else None
         params = [{"params": [p for p in self.model.parameters() if p.requires_grad], "lr": cfg.train.lr}]
         if self.value_head is not None:
@@ -320,6 +324,8 @@ class Trainer:
             b.old_logp, b.entropy, b.values = self._score_pass(self.model, b, values=a.uses_critic)
         if self.ref_model is not None:
             b.ref_logp, _, _ = self._score_pass(self.ref_model, b, values=False)
+        if self.init_model is not None:
+            b.init_logp, _, _ = self._score_pass(self.init_model, b, values=False)
         timings["logprobs"] = time.perf_counter() - t0
         rewards = torch.nan_to_num(b.rewards, nan=0.0)
         token_rewards = None
@@ -360,7 +366,7 @@ class Trainer:
         gen = torch.Generator().manual_seed(cfg.train.seed * 100003 + self.step)
         positive = (b.accuracy >= 0.5) & b.valid if a.nll_coef > 0 else None
         entropies: list[torch.Tensor] = []
-        mism: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        mism: list[tuple[torch.Tensor | None, ...]] = []
         t_fwd = t_bwd = t_opt = 0.0
         skip = (
             not value_only
@@ -402,7 +408,15 @@ class Trainer:
                     sel = _selector(idx, dev)
                     if mbb.old_logp is None:  # exactly on-policy: this forward is pi_old; read its signals here
                         entropies.append(ent.detach().float().cpu()[mbb.raw_mask[idx].bool()])
-                        mism.append((logp.detach().float().cpu(), mbb.sampler_logp[idx], mbb.raw_mask[idx]))
+                        mism.append(
+                            (
+                                logp.detach().float().cpu(),
+                                mbb.sampler_logp[idx],
+                                mbb.raw_mask[idx],
+                                None if mbb.ref_logp is None else mbb.ref_logp[idx],
+                                None if mbb.init_logp is None else mbb.init_logp[idx],
+                            )
+                        )
                     inputs = LossInputs(
                         logp=logp.float(),
                         mask=mask,
@@ -464,6 +478,9 @@ class Trainer:
 
             ms = algos.mismatch_stats(cat(0), cat(1), cat(2), a.is_c_max)
             out.update({f"mismatch/{k}": v for k, v in ms.items()})
+            for i, prefix in ((3, "kl_ref"), (4, "kl_init")):  # on-policy: this forward is pi_old (spec §17.3)
+                if mism[0][i] is not None:
+                    out.update(algos.kl_metrics(cat(0), cat(i), cat(2), prefix=prefix))
         return out
 
     def _value_only_loss(self, inputs: LossInputs, a: Any, dens: dict[str, Denominators]):
@@ -491,6 +508,8 @@ class Trainer:
             metrics.update(signals.entropy_signals(b.entropy, b.raw_mask))
         if b.ref_logp is not None and b.old_logp is not None:
             metrics.update(algos.kl_metrics(b.old_logp, b.ref_logp, b.raw_mask, prefix="kl_ref"))
+        if b.init_logp is not None and b.old_logp is not None:
+            metrics.update(algos.kl_metrics(b.old_logp, b.init_logp, b.raw_mask, prefix="kl_init"))
         if b.old_logp is not None:
             ms = algos.mismatch_stats(b.old_logp, b.sampler_logp, b.raw_mask, a.is_c_max)
             metrics.update({f"mismatch/{k}": v for k, v in ms.items()})

@@ -23,7 +23,11 @@ PANELS: list[tuple[str, list[tuple[str, str]], float | None]] = [
         None,
     ),
     ("Token entropy (nats)", [("entropy/token_mean", "entropy")], 0.5),
-    ("KL to reference", [("kl_ref/k3", "k3"), ("kl_ref/k1", "k1"), ("actor/kl_loss", "KL loss")], None),
+    (
+        "KL to reference",
+        [("kl_ref/k3", "k3"), ("kl_ref/k1", "k1"), ("actor/kl_loss", "KL loss"), ("kl_init/k3", "k3 to initial model")],
+        None,
+    ),
     (
         "Zero-variance groups",
         [("zv/frac", "all (reward)"), ("zv/all_correct", "all correct"), ("zv/all_wrong", "all wrong")],
