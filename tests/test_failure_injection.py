@@ -262,7 +262,8 @@ def test_fast_drift_from_the_reference_fires_kl_drift(tmp_path: Path) -> None:
     run = train(tmp_path, 8, ["train.lr=5e-2"])
     a = run.alert("kl_drift")
     assert a["severity"] == "critical" and a["evidence"]["kl"] > 0.5
-    assert a["evidence"]["signal"] == "actor/kl_loss"  # on-policy GRPO computes no separate old-logprob pass
-    assert run.series("actor/kl_loss")[a["fired_at"] - 1] > 0.5
+    # on-policy GRPO measures KL to the reference (k3, spec §17.3) from its training forward
+    assert a["evidence"]["signal"] == "kl_ref/k3"
+    assert run.series("kl_ref/k3")[a["fired_at"] - 1] > 0.5
     assert "adaptive" in a["fix"] and "EMA reference" in a["fix"]
     assert run.fired() <= {"kl_drift", "truncation"}
