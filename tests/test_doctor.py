@@ -15,6 +15,18 @@ from grpokit.monitor.report import make_report
 from grpokit.trainer import Trainer, fit
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
+# a tiny model with a reward that is always 0: every group has zero variance (advantage collapse)
+COLLAPSING_TINY_RUN = [
+    "model.name=tiny",
+    "rollout.prompts_per_step=2",
+    "rollout.group_size=4",
+    "rollout.max_new_tokens=4",
+    "train.eval_every=0",
+    "train.save_every=0",
+    "data.eval_size=4",
+    "reward.functions=[toy_rewards:always_zero]",
+    "monitor.thresholds={advantage_collapse: {window: 2}}",
+]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parent)}
 
 
@@ -50,18 +62,7 @@ def test_doctor_on_verl_console_log() -> None:
 
 
 def test_doctor_and_report_on_a_grpokit_run(tmp_path: Path) -> None:
-    overrides = [
-        "model.name=tiny",
-        "rollout.prompts_per_step=2",
-        "rollout.group_size=4",
-        "rollout.max_new_tokens=4",
-        "train.eval_every=0",
-        "train.save_every=0",
-        "data.eval_size=4",
-        "reward.functions=[toy_rewards:always_zero]",
-        "monitor.thresholds={advantage_collapse: {window: 2}}",
-        "train.steps=3",
-    ]
+    overrides = [*COLLAPSING_TINY_RUN, "train.steps=3"]
     trainer = Trainer(build_config("grpo", overrides=overrides), tmp_path)
     fit(trainer, None, eval_before=False)
     live = [json.loads(x) for x in (tmp_path / "alerts.jsonl").read_text().splitlines()]
@@ -84,15 +85,7 @@ def test_autopilot_switches_on_dynamic_sampling_and_logs_before_after(tmp_path: 
     """Advantage collapse under GRPO (a reward that is 0 for most samples): the autopilot applies the recommended
     fix (dynamic sampling), and logs the intervention with its reason and the metrics before and after."""
     overrides = [
-        "model.name=tiny",
-        "rollout.prompts_per_step=2",
-        "rollout.group_size=4",
-        "rollout.max_new_tokens=4",
-        "train.eval_every=0",
-        "train.save_every=0",
-        "data.eval_size=4",
-        "reward.functions=[toy_rewards:always_zero]",
-        "monitor.thresholds={advantage_collapse: {window: 2}}",
+        *COLLAPSING_TINY_RUN,
         "train.steps=8",
         "train.autopilot=true",
         "algo.ds_shortfall=partial",

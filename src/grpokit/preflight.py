@@ -457,10 +457,3 @@ def register_cli(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(fn=cmd_preflight)
     return p
-
-
-if __name__ == "__main__":  # pragma: no cover
-    parser = argparse.ArgumentParser(prog="grpokit")
-    register_cli(parser.add_subparsers(dest="command", required=True))
-    ns = parser.parse_args()
-    sys.exit(ns.fn(ns))

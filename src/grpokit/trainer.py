@@ -432,8 +432,7 @@ class Trainer:
                         positive=None if pos is None else pos[idx].to(dev),
                     )
                     if value_only:
-                        vcfg = copy.copy(a)
-                        loss, met = self._value_only_loss(inputs, vcfg, dens)
+                        loss, met = self._value_only_loss(inputs, a, dens)
                     else:
                         loss, met = compute_loss(
                             inputs, a, denominators=dens, kl_coef=self.kl_ctl.value, entropy_coef=self.ent_coef.value

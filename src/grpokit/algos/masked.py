@@ -73,14 +73,6 @@ def group_stats(
     return mean[idx], std[idx], cnt[idx], spread[idx]
 
 
-def zero_variance_groups(
-    rewards: torch.Tensor, group_ids: torch.Tensor, tol: float = 0.0, valid: torch.Tensor | None = None
-) -> torch.Tensor:
-    """Per-sample flag: its group is degenerate (max-min <= tol) or has fewer than 2 members (spec §1.3, §3)."""
-    _, _, cnt, spread = group_stats(rewards, group_ids, valid)
-    return (spread <= tol) | (cnt < 2)
-
-
 def last_token_index(mask: torch.Tensor) -> torch.Tensor:
     """Index t* of the last valid position of each row ([N]); -1 for empty rows."""
     t = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)

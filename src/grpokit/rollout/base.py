@@ -7,6 +7,7 @@ in `ENGINES` and the trainer only talks to this interface.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -70,6 +71,25 @@ def special_ids(model: torch.nn.Module, tokenizer: object) -> tuple[int, list[in
     if tokenizer.eos_token_id is not None:
         eos_ids.add(int(tokenizer.eos_token_id))
     return int(pad if pad is not None else tokenizer.eos_token_id), sorted(eos_ids)
+
+
+class SharedModelEngine:
+    """Base of the in-process engines: they sample with the learner's own model object, so weight sync is free."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: object,
+        *,
+        autocast: Callable[[], contextlib.AbstractContextManager] | None = None,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.autocast = autocast or contextlib.nullcontext
+        self.pad_id, self.eos_ids = special_ids(model, tokenizer)
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        self.model = model
 
 
 ENGINES: dict[str, Callable[..., RolloutEngine]] = {}

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import torch
 
-from .base import RolloutOutput, SamplingParams, register_engine, special_ids
+from .base import RolloutOutput, SamplingParams, SharedModelEngine, register_engine
 
 
 def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -36,7 +36,7 @@ def completion_mask_from_ids(ids: torch.Tensor, eos_ids: list[int]) -> tuple[tor
 
 
 @register_engine("hf-generate")
-class HFGenerateEngine:
+class HFGenerateEngine(SharedModelEngine):
     """transformers `generate` engine; `autocast` is a context factory (e.g. bf16 autocast on CPU)."""
 
     def __init__(
@@ -47,14 +47,8 @@ class HFGenerateEngine:
         autocast: Callable[[], contextlib.AbstractContextManager] | None = None,
         max_batch: int = 64,
     ) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
-        self.autocast = autocast or contextlib.nullcontext
+        super().__init__(model, tokenizer, autocast=autocast)
         self.max_batch = max_batch
-        self.pad_id, self.eos_ids = special_ids(model, tokenizer)
-
-    def sync_weights(self, model: torch.nn.Module) -> None:
-        self.model = model
 
     @torch.no_grad()
     def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,11 +99,8 @@ class HFGenerateEngine:
             samp[row : row + g.shape[0], : lp.shape[1]] = lp
             row += g.shape[0]
         cmask, has_eos = completion_mask_from_ids(comp, self.eos_ids)
-        # a row that filled the width without EOS but stopped early cannot happen: generate pads after EOS only
         lengths = cmask.sum(1)
         truncated = (~has_eos) & (lengths >= params.max_new_tokens)
-        # if every sequence stopped before max_new_tokens without EOS (not possible with generate), treat as ended
-        cmask = cmask * (torch.arange(width)[None, :] < width).long()
         samp = samp * cmask
         pids, pmask = left_pad(expanded, self.pad_id)
         texts = [

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 
 from ..prefix import decoder_and_head, positions, prefill
-from .base import RolloutOutput, SamplingParams, register_engine, special_ids
+from .base import RolloutOutput, SamplingParams, SharedModelEngine, register_engine
 from .hf import completion_mask_from_ids, left_pad
 
 
@@ -32,7 +32,7 @@ def process_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: 
 
 
 @register_engine("hf")
-class SharedPrefixSampler:
+class SharedPrefixSampler(SharedModelEngine):
     """The default engine: shared-prompt prefill, KV cache, early-exit compaction. Shares the learner's model."""
 
     def __init__(
@@ -43,15 +43,9 @@ class SharedPrefixSampler:
         autocast: Callable[[], contextlib.AbstractContextManager] | None = None,
         compact_below: float = 0.75,
     ) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
-        self.autocast = autocast or contextlib.nullcontext
+        super().__init__(model, tokenizer, autocast=autocast)
         self.compact_below = compact_below
-        self.pad_id, self.eos_ids = special_ids(model, tokenizer)
         self.min_new_tokens = 0
-
-    def sync_weights(self, model: torch.nn.Module) -> None:
-        self.model = model
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> RolloutOutput:
