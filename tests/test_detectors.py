@@ -588,3 +588,12 @@ def test_noisy_reward_fires_when_reward_follows_a_format_component() -> None:
     a = one(feed(NoisyReward(), rows))
     assert a.fired_at == 5 and "format" in a.message and "weight" in a.fix
     assert feed(NoisyReward(), [{"reward/corr/format": 0.9, "reward/acc_corr": 0.95}] * 5) == []
+
+
+@pytest.mark.parametrize("policy_loss", ["gspo", "gspo_token", "cispo"])
+def test_clipping_mostly_clipped_is_not_an_anomaly_for_losses_that_clip_by_design(policy_loss: str) -> None:
+    """GSPO and GSPO-token clip a sequence ratio at ~3e-4 (most tokens clip by design); CISPO's clipped tokens
+    keep their gradient (only the IS weight is capped), so a high clip fraction throws nothing away."""
+    assert feed(ClippingAnomaly({"policy_loss": policy_loss}), [clip_row(0.4, 0.3)] * 40) == []
+    # the same fractions under PPO clipping are an anomaly
+    assert one(feed(ClippingAnomaly({"policy_loss": "ppo_clip"}), [clip_row(0.4, 0.3)] * 40)).mode == "clipping anomaly"

@@ -447,11 +447,14 @@ class Truncation(Windowed):
 
 @register
 class ClippingAnomaly(Windowed):
-    """Updates mostly clipped (clip fraction mean > `high` over `window` steps; not for GSPO, which clips far more
-    by design), or clip-high never active for `window` steps under clip-higher with off-policy updates."""
+    """Updates mostly clipped (clip fraction mean > `high` over `window` steps), or clip-high never active for
+    `window` steps under clip-higher with off-policy updates. Not for the losses in `CLIPS_BY_DESIGN`: GSPO and
+    GSPO-token clip a sequence-level ratio with eps ~3e-4 (most tokens clip by design), and CISPO's "clipped"
+    tokens keep their gradient (only the importance weight is capped, detached), so nothing is thrown away."""
 
     name, mode = "clipping", "clipping anomaly"
     high, window = 0.3, 20
+    CLIPS_BY_DESIGN = frozenset({"gspo", "gspo_token", "cispo"})
     keys = ("actor/clipfrac_high",)
     requires = (("actor/clipfrac_high", "actor/clipfrac", "actor/clipfrac_low"),)
 
@@ -468,7 +471,7 @@ class ClippingAnomaly(Windowed):
         if len(self.totals) < self.window:
             return self.active, None
         ctx = self.context
-        if ctx.get("policy_loss") != "gspo" and statistics.fmean(self.totals) > self.high:
+        if ctx.get("policy_loss") not in self.CLIPS_BY_DESIGN and statistics.fmean(self.totals) > self.high:
             return True, Alert(
                 self.mode,
                 self.name,
