@@ -59,3 +59,28 @@ def test_top_k_and_top_p_filtering() -> None:
     assert torch.isfinite(z[0, :2]).all() and torch.isinf(z[0, 2:]).all()
     z = process_logits(logits, 0.5, top_k=0, top_p=1.0)
     torch.testing.assert_close(z, logits / 0.5)
+
+
+def test_generation_stops_when_every_row_has_ended() -> None:
+    """Rows end at different steps (every third token id is a stop id, so each step ends a row with p ~ 1/3);
+    the loop must stop once the last row has ended, not run to max_new_tokens (issue 8: `done` was per-step).
+    With compaction off, finished rows stay in the batch and must write nothing after their EOS."""
+    model, tok = load_model_and_tokenizer("tiny")
+    eng = make_engine("hf", model=model, tokenizer=tok, compact_below=0.0)
+    eng.eos_ids = list(range(0, len(tok), 3))
+    decoder = model.get_decoder()
+    calls = []
+    handle = decoder.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        torch.manual_seed(0)
+        out = eng.generate(_prompts(tok)[:2], SamplingParams(n=6, max_new_tokens=60))
+    finally:
+        handle.remove()
+    lengths = out.completion_mask.sum(1)
+    assert bool(out.eos.all()), "with p(stop) ~ 1/3 per token every row ends well before 60 tokens"
+    assert len(set(lengths.tolist())) > 1, "rows must end at different steps for this test to mean anything"
+    # one prefill, then one decode step per token after the first, up to the longest row's last token
+    assert len(calls) == 1 + int(lengths.max()) - 1 < 60
+    pad = eng.pad_id
+    after_end = ~out.completion_mask.bool()
+    assert bool((out.completion_ids[after_end] == pad).all()) and float(out.sampler_logp[after_end].abs().sum()) == 0

@@ -95,22 +95,26 @@ class SharedPrefixSampler(SharedModelEngine):
         attn = mask.repeat_interleave(params.n, 0)
         pos = positions(attn)[:, -1:]
         rows = torch.arange(n_total, device=device)  # which output row each active batch row writes to
+        # rows that have emitted an EOS; they stay in the batch (writing nothing) until compaction drops them
+        finished = torch.zeros(n_total, dtype=torch.bool, device=device)
         for t in range(params.max_new_tokens):
             z = process_logits(logits, params.temperature, params.top_k, params.top_p)
             if t < self.min_new_tokens:
                 z[:, eos] = float("-inf")
             logp = torch.log_softmax(z, -1)
             tok = torch.multinomial(logp.exp(), 1).squeeze(1)
-            out_ids[rows.cpu(), t] = tok.cpu()
-            out_lp[rows.cpu(), t] = logp.gather(1, tok[:, None]).squeeze(1).cpu()
-            done = torch.isin(tok, eos)
-            if bool(done.all()) or t == params.max_new_tokens - 1:
+            live = ~finished
+            out_ids[rows[live].cpu(), t] = tok[live].cpu()
+            out_lp[rows[live].cpu(), t] = logp.gather(1, tok[:, None]).squeeze(1)[live].cpu()
+            finished = finished | torch.isin(tok, eos)
+            if bool(finished.all()) or t == params.max_new_tokens - 1:
                 break
-            active = ~done
+            active = ~finished
             if float(active.float().mean()) < self.compact_below:
                 keep = torch.nonzero(active).squeeze(1)
                 cache.batch_select_indices(keep)
                 rows, tok, attn, pos = rows[keep], tok[keep], attn[keep], pos[keep]
+                finished = finished[keep]
             attn = torch.cat([attn, torch.ones_like(attn[:, :1])], 1)
             pos = pos + 1
             with self.autocast():
