@@ -45,6 +45,20 @@ def nan_on_bad(completions, examples):
     return [float("nan") if "bad" in c else 1.0 for c in completions]
 
 
+def huge_on_bad(completions, examples):
+    return [1e30 if "bad" in c else 1.0 for c in completions]
+
+
+def inf_on_bad(completions, examples):
+    return [float("inf") if "bad" in c else 1.0 for c in completions]
+
+
+def interrupt_on_bad(completions, examples):
+    if any("bad" in c for c in completions):
+        raise KeyboardInterrupt
+    return [1.0] * len(completions)
+
+
 def skips_bad(completions, examples):
     return [1.0 for c in completions if "bad" not in c]
 
@@ -211,8 +225,10 @@ def test_weighted_sum_of_two_rewards(user_module: str) -> None:
     ("fn", "kind", "message"),
     [
         ("raises_on_bad", "exception", "ValueError: cannot score bad"),
-        ("none_on_bad", "none", "returned None"),
         ("nan_on_bad", "nan", "returned nan"),
+        ("inf_on_bad", "nan", "returned inf"),
+        ("huge_on_bad", "nan", "returned 1e+30, outside +-1e+06"),
+        ("interrupt_on_bad", "exception", "the reward raised KeyboardInterrupt (at "),
         ("skips_bad", "wrong_count", "returned 0 values for 1 completion"),
         ("hangs_on_bad", "timeout", "no result after 1 s"),
         ("dies_on_bad", "exception", "worker process died (exit code"),
@@ -247,6 +263,24 @@ def test_each_failure_kind_is_isolated_and_reported(user_module: str, fn: str, k
             assert m.worker.started == 3  # killed twice (batch, then the bad sample) and re-forked
         # the manager keeps working after the failure
         assert m.score(["fine"], [_ex("0")]).rewards == [1.0]
+
+
+def test_none_is_not_applicable_and_left_out_of_the_weighted_sum(user_module: str) -> None:
+    completions = ["fine 1", "bad sample", "fine 2"]
+    with RewardManager([(f"{user_module}:none_on_bad", 1.0), ("format", 0.5)]) as m:
+        result = m.score(completions, [_ex("1")] * 3)
+    assert result.failures == []
+    assert result.rewards == [1.0, 0.0, 1.0]  # sample 1: only format (0.0 * 0.5) applies
+    assert math.isnan(result.per_reward["none_on_bad"][1]) and math.isnan(result.accuracy[1])
+    assert result.metrics["reward/none_on_bad_none_frac"] == pytest.approx(1 / 3)
+    assert result.metrics["reward/format_none_frac"] == 0.0
+    assert result.metrics["reward/fail_frac"] == 0.0
+    # a sample no reward applies to cannot be scored: one "none" failure
+    with RewardManager([(f"{user_module}:none_on_bad", 1.0)]) as m:
+        result = m.score(completions, [_ex("1")] * 3)
+    [failure] = result.failures
+    assert (failure.index, failure.kind) == (1, "none") and "no other reward applies" in failure.message
+    assert math.isnan(result.rewards[1]) and result.rewards[0] == result.rewards[2] == 1.0
 
 
 def test_batch_level_failure_with_no_bad_sample_is_counted(user_module: str) -> None:

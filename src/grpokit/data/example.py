@@ -12,12 +12,15 @@ class Example:
     """One problem: the user message, the reference answer, free-form metadata and a stable id.
 
     `id` defaults to a short hash of prompt and answer, so the same problem always gets the same id.
+    `columns` is the data file's row as read (original keys and values), when the example came from one:
+    TRL- and verl-style rewards receive those columns by name.
     """
 
     prompt: str
     answer: str
     meta: dict[str, Any] = field(default_factory=dict)
     id: str = ""
+    columns: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.id:

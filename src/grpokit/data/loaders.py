@@ -70,6 +70,7 @@ def record_to_example(
         answer=_answer_text(record[answer_key]),
         meta=meta,
         id=str(rid) if rid is not None else default_id,
+        columns=dict(record),
     )
 
 

@@ -1,20 +1,27 @@
-"""Running one reward call: in-process, or in a long-lived worker process that is killed when a call hangs.
+"""Running one reward call: in-process, or in a long-lived sandboxed worker process killed when a call hangs.
 
 `InlineRunner` calls the function directly (no timeout; for the bounded built-ins). `ProcessRunner` keeps
 one forked worker process per `RewardManager`; a call is one pickled message over a pipe (about 0.1-0.3 ms
 for 32 completions), the parent waits with `poll(timeout)`, and on timeout kills the worker's whole process
 group (SIGKILL) and forks a fresh one on the next call. The worker inherits the parent's loaded reward
 functions and imported modules, so it starts in milliseconds; it is forked when the `RewardManager` is
-built, ideally before the trainer starts threads (Python 3.12+ warns about forking threaded processes). It
-is not a daemon, so rewards may use multiprocessing themselves; a finalizer stops it at exit. On platforms
-without `fork` the worker is started with `spawn` (then only module-level functions work).
+built, ideally before the trainer starts threads (Python 3.12+ warns about forking threaded processes).
+
+Unless `sandbox=None`, the worker confines itself first (`sandbox.py`: no network, memory/CPU/file/process
+limits, writes only in a private temporary directory the parent creates and removes, killed with its parent)
+and reports which mechanism enforces each limit. A reward stopped by a limit is one failure of kind
+"sandbox" naming the limit; the worker is then replaced, so whatever the reward started dies with it. A
+reward raising KeyboardInterrupt or SystemExit is one "exception" failure. On platforms without `fork`
+the worker is started with `spawn` (then only module-level functions work).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import shutil
 import signal
+import tempfile
 import traceback
 from collections.abc import Callable
 from multiprocessing.reduction import ForkingPickler
@@ -22,6 +29,8 @@ from multiprocessing.util import Finalize
 from typing import Any
 
 from ..data.example import Example
+from .sandbox import SandboxLimits, apply_sandbox, classify_violation, set_call_cpu_limit, start_cpu_budget
+from .signature import CallContext
 
 
 class RewardCallError(Exception):
@@ -32,13 +41,18 @@ class RewardCallTimeout(Exception):
     """The reward function did not return within the timeout (its worker was killed)."""
 
 
+class RewardCallLimit(Exception):
+    """The sandbox stopped the reward (memory, CPU time, network, filesystem, processes, open files)."""
+
+
 def describe_exception(e: BaseException) -> str:
     """`Type: message (at file.py:12 in fn)` with the innermost frame of the traceback."""
     frames = traceback.extract_tb(e.__traceback__)
+    text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
     if not frames:
-        return f"{type(e).__name__}: {e}"
+        return text
     last = frames[-1]
-    return f"{type(e).__name__}: {e} (at {os.path.basename(last.filename)}:{last.lineno} in {last.name})"
+    return f"{text} (at {os.path.basename(last.filename)}:{last.lineno} in {last.name})"
 
 
 def as_value_list(out: Any) -> Any:
@@ -55,15 +69,16 @@ class InlineRunner:
 
     def call(
         self,
-        spec: str,
+        key: str,
         fn: Callable[..., Any],
         completions: list[str],
         examples: list[Example],
         timeout: float,
+        context: CallContext | None = None,
     ) -> Any:
         """The function's return value (as a list); `RewardCallError` if it raised."""
         try:
-            return as_value_list(fn(completions, examples))
+            return as_value_list(fn(completions, examples, context))
         except Exception as e:
             raise RewardCallError(describe_exception(e)) from e
 
@@ -71,39 +86,77 @@ class InlineRunner:
         """Nothing to release."""
 
 
-def _serve(conn: Any, parent_end: Any, functions: dict[str, Callable[..., Any]]) -> None:
-    """Worker loop: receive (seq, key, completions, examples), reply (status, seq, payload)."""
+def _run_one(fn: Callable[..., Any], args: tuple[Any, ...], limits: SandboxLimits | None) -> tuple[str, Any]:
+    """(status, payload) of one call inside the worker: "ok", "err" or "limit"."""
+    try:
+        return "ok", as_value_list(fn(*args))
+    except BaseException as e:  # KeyboardInterrupt/SystemExit from a reward are its failures, not ours
+        violation = classify_violation(e, limits) if limits is not None else None
+        if violation is not None:
+            return "limit", f"{violation} [{describe_exception(e)}]"
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            return "err", f"the reward raised {describe_exception(e)}"
+        return "err", describe_exception(e)
+
+
+def _serve(
+    conn: Any,
+    parent_end: Any,
+    functions: dict[str, Callable[..., Any]],
+    limits: SandboxLimits | None,
+    cpu_s: float,
+    workdir: str,
+    parent_pid: int,
+) -> None:
+    """Worker loop: confine itself, then receive (seq, key, completions, examples, context) and reply
+    (status, seq, payload) with status "ok", "err", "limit" or "recycle" (CPU budget used up)."""
     parent_end.close()
     if hasattr(os, "setpgrp"):
         os.setpgrp()  # own process group: a kill on timeout also reaches processes the reward started
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle; it then kills us
+    if limits is not None:
+        try:
+            enforced = apply_sandbox(limits, workdir, parent_pid, {conn.fileno()})
+            start_cpu_budget(cpu_s)
+        except Exception as e:
+            conn.send(("broken", 0, f"the reward sandbox could not be set up: {describe_exception(e)}"))
+            return
+        conn.send(("ready", 0, enforced))
     while True:
         try:
-            seq, key, completions, examples = conn.recv()
+            seq, key, completions, examples, context = conn.recv()
         except (EOFError, OSError):
             return  # the trainer closed the pipe or died
+        if limits is not None and not set_call_cpu_limit(cpu_s):
+            conn.send(("recycle", seq, None))
+            return
+        status, payload = _run_one(functions[key], (completions, examples, context), limits)
         try:
-            reply = ("ok", seq, as_value_list(functions[key](completions, examples)))
-        except Exception as e:
-            reply = ("err", seq, describe_exception(e))
-        try:
-            conn.send(reply)
+            conn.send((status, seq, payload))
         except Exception as e:  # unpicklable return value
             conn.send(("err", seq, f"its return value could not be sent back: {describe_exception(e)}"))
 
 
 class _Worker:
-    """One worker process and the parent's end of its pipe."""
+    """One worker process, the parent's end of its pipe and its private directory."""
 
-    def __init__(self, ctx: Any, functions: dict[str, Callable[..., Any]]) -> None:
+    def __init__(
+        self, ctx: Any, functions: dict[str, Callable[..., Any]], limits: SandboxLimits | None, cpu_s: float
+    ) -> None:
         self.conn, there = ctx.Pipe()
+        self.workdir = tempfile.mkdtemp(prefix="grpokit-reward-")
+        self.enforced: dict[str, str] | None = None
         # not a daemon, so rewards may use multiprocessing themselves; the finalizer below stops it at exit
-        self.proc = ctx.Process(target=_serve, args=(there, self.conn, functions), name="grpokit-reward-worker")
+        self.proc = ctx.Process(
+            target=_serve,
+            args=(there, self.conn, functions, limits, cpu_s, self.workdir, os.getpid()),
+            name="grpokit-reward-worker",
+        )
         self.proc.start()
         there.close()
 
     def kill(self) -> None:
-        """Kill the worker's process group (it and whatever the reward started) and reap it."""
+        """Kill the worker's process group (it and whatever the reward started), reap it, remove its dir."""
         self.conn.close()
         if self.proc.is_alive():
             try:
@@ -111,6 +164,11 @@ class _Worker:
             except (AttributeError, OSError):  # no process groups here, or setpgrp not reached yet
                 self.proc.kill()
         self.proc.join(timeout=5)
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # children the reward left behind in the group
+        except (AttributeError, OSError):
+            pass
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
     def close(self) -> None:
         """Close the pipe so an idle worker exits by itself; kill it if it does not within 0.5 s."""
@@ -125,17 +183,33 @@ def _stop(slot: list[_Worker | None]) -> None:
         worker.close()
 
 
-class ProcessRunner:
-    """Calls reward functions in a long-lived worker process; a call hung past `timeout` s is killed.
+def _death_reason(code: int | None, limits: SandboxLimits | None, cpu_s: float) -> tuple[type[Exception], str]:
+    if limits is not None and code == -signal.SIGXCPU:
+        return RewardCallLimit, f"cpu time: used more than {cpu_s:g} CPU seconds in one call; the worker was killed"
+    if code == -signal.SIGXFSZ:
+        return RewardCallLimit, "file size: wrote past the file-size limit; the worker was killed"
+    return RewardCallError, f"the reward worker process died (exit code {code}) during the call"
 
-    `functions` maps each key to its function. With `fork` the worker inherits the table (closures and
-    lambdas work); with `spawn` it is pickled, so only module-level functions work there.
+
+class ProcessRunner:
+    """Calls reward functions in a long-lived (sandboxed) worker process; a call hung past `timeout` is killed.
+
+    `functions` maps each key to its function, called as `fn(completions, examples, context)`. With `fork`
+    the worker inherits the table (closures and lambdas work); with `spawn` it is pickled, so only
+    module-level functions work there. `sandbox=None` runs the worker without confinement.
     """
 
-    def __init__(self, functions: dict[str, Callable[..., Any]]) -> None:
+    def __init__(
+        self,
+        functions: dict[str, Callable[..., Any]],
+        sandbox: SandboxLimits | None = None,
+        cpu_s: float = 10.0,
+    ) -> None:
         methods = mp.get_all_start_methods()
         self._ctx = mp.get_context("fork" if "fork" in methods else "spawn")
         self._functions = dict(functions)
+        self.sandbox = sandbox
+        self.cpu_s = float(sandbox.cpu_s if sandbox is not None and sandbox.cpu_s is not None else cpu_s)
         self._slot: list[_Worker | None] = [None]
         self._seq = 0
         self.started = 0  # workers started so far; more than one means restarts after timeouts or crashes
@@ -147,14 +221,37 @@ class ProcessRunner:
         """The worker's process id, or None when no worker is running."""
         return self._slot[0].proc.pid if self._slot[0] is not None else None
 
+    @property
+    def workdir(self) -> str | None:
+        """The running worker's private directory (its working directory, HOME and TMPDIR)."""
+        return self._slot[0].workdir if self._slot[0] is not None else None
+
     def start(self) -> _Worker:
         """The running worker, started now if there is none."""
         worker = self._slot[0]
         if worker is None or not worker.proc.is_alive():
             _stop(self._slot)
-            worker = self._slot[0] = _Worker(self._ctx, self._functions)
+            worker = self._slot[0] = _Worker(self._ctx, self._functions, self.sandbox, self.cpu_s)
             self.started += 1
         return worker
+
+    def enforced(self, timeout: float = 10.0) -> dict[str, str]:
+        """Which mechanism enforces each sandbox limit in the worker (starts one, waits for its report)."""
+        if self.sandbox is None:
+            return {}
+        worker = self.start()
+        while worker.enforced is None:
+            if not worker.conn.poll(timeout):
+                raise RewardCallError("the reward worker did not report its sandbox")
+            self._handle(worker, *worker.conn.recv())
+        return worker.enforced
+
+    def _handle(self, worker: _Worker, status: str, seq: int, payload: Any) -> None:
+        if status == "ready":
+            worker.enforced = payload
+        elif status == "broken":
+            self.kill()
+            raise RewardCallError(payload)
 
     def kill(self) -> None:
         """Kill the worker at once (a later call starts a fresh one)."""
@@ -173,14 +270,29 @@ class ProcessRunner:
         completions: list[str],
         examples: list[Example],
         timeout: float,
+        context: CallContext | None = None,
     ) -> Any:
-        """`functions[key](completions, examples)` in the worker; `RewardCallTimeout` after `timeout` s,
-        `RewardCallError` if it raised or the worker died. (`fn` is unused: the worker has its own copy.)"""
-        self._seq += 1
-        try:
-            message = ForkingPickler.dumps((self._seq, key, completions, examples))
-        except Exception as e:
-            raise RewardCallError(f"the batch could not be sent to the worker: {describe_exception(e)}") from e
+        """`functions[key](completions, examples, context)` in the worker; `RewardCallTimeout` after `timeout`
+        s, `RewardCallLimit` when the sandbox stopped it, `RewardCallError` if it raised or the worker died.
+        (`fn` is unused: the worker has its own copy.)"""
+        for _ in range(2):  # a second try only when the worker asked to be recycled (CPU budget)
+            self._seq += 1
+            try:
+                message = ForkingPickler.dumps((self._seq, key, completions, examples, context))
+            except Exception as e:
+                raise RewardCallError(f"the batch could not be sent to the worker: {describe_exception(e)}") from e
+            status, payload = self._exchange(message, timeout)
+            if status != "recycle":
+                break
+            self.kill()
+        if status == "ok":
+            return payload
+        if status == "limit":
+            self.kill()  # whatever the reward started (processes, files) goes with the worker
+            raise RewardCallLimit(payload)
+        raise RewardCallError(payload)
+
+    def _exchange(self, message: bytes, timeout: float) -> tuple[str, Any]:
         worker = self.start()
         try:
             worker.conn.send_bytes(message)
@@ -189,17 +301,16 @@ class ProcessRunner:
                     self.kill()
                     raise RewardCallTimeout(f"no result after {timeout:g} s; the worker process was killed")
                 status, seq, payload = worker.conn.recv()
+                self._handle(worker, status, seq, payload)
                 if seq == self._seq:
-                    break
-        except RewardCallTimeout:
+                    return status, payload
+        except (RewardCallTimeout, RewardCallError):
             raise
         except (EOFError, ConnectionError, OSError) as e:
+            worker.proc.join(timeout=1)
+            kind, reason = _death_reason(worker.proc.exitcode, self.sandbox, self.cpu_s)
             self.kill()
-            code = worker.proc.exitcode
-            raise RewardCallError(f"the reward worker process died (exit code {code}) during the call") from e
+            raise kind(reason) from e
         except BaseException:  # Ctrl-C or a bug here: never leave a busy worker behind
             self.kill()
             raise
-        if status == "ok":
-            return payload
-        raise RewardCallError(payload)

@@ -1,19 +1,25 @@
 """`RewardManager`: weighted sum of several rewards, with every reward call isolated.
 
 Isolation: the built-ins that cannot hang (`exact_numeric`, `format`, `countdown`: regex and `ast`, bounded
-cost) are called in-process; `math_verify` (sympy can hang) and every user reward (`module:function` or a
-function) run in one long-lived worker process per manager, forked when the manager is built, killed when a
-call passes `timeout_s` and re-forked for the next call (see `isolation.py`). Measured on 2 CPU cores with 32
-completions: exact_numeric + format 0.5 ms, countdown 0.8 ms in-process; a worker round trip adds ~0.2 ms
-per reward call; math_verify itself takes 25-35 ms; a fork plus first call ~7 ms. `isolation="process"`
-sends every reward to the worker, `"inline"` none (no timeout then).
+cost) are called in-process; `math_verify` (sympy can hang), `code_exec` and every user reward
+(`module:function` or a function) run in one long-lived, sandboxed worker process per manager (no network,
+memory/CPU/process/open-file limits, writes only in a private directory: `sandbox.py`), forked when the
+manager is built, killed when a call passes `timeout_s` or breaks a limit and re-forked for the next call
+(see `isolation.py`). Measured on 2 CPU cores with 32 completions: exact_numeric + format 0.5 ms, countdown
+0.8 ms in-process; a worker round trip adds ~0.2 ms per reward call; math_verify itself takes 25-35 ms.
+`isolation="process"` sends every reward to the worker, `"inline"` none (no timeout then).
+
+Conventions: each function is called by its signature — grpokit `fn(completions, examples)`, TRL keyword
+style, or verl `compute_score` (see `signature.py`); `score(..., prompts=, completion_ids=, trainer_state=)`
+passes what TRL-style rewards may ask for. None means "not applicable": that reward is left out of the
+sample's weighted sum; a sample no reward applies to is a failure of kind "none".
 
 Failures: a reward that raises, times out, or returns the wrong number of values for the batch is retried
-sample by sample (each call again bounded by `timeout_s`) so the good samples still get scored; None,
-NaN/inf or non-numbers for single samples are failures of those samples. A failed sample gets reward NaN
-(the advantage code leaves NaN rewards out), is reported in `RewardResult.failures` and counted in the
-metrics. When more than `max_fail_frac` of the batch fails, `RewardFailureError` is raised instead.
-Not thread-safe: call `score` from one thread.
+sample by sample (each call again bounded by `timeout_s`) so the good samples still get scored; NaN/inf,
+values beyond +-`max_abs_value` or non-numbers for single samples are failures of those samples. A failed
+sample gets reward NaN (the advantage code leaves NaN rewards out), is reported in `RewardResult.failures`
+and counted in the metrics. When more than `max_fail_frac` of the batch fails, `RewardFailureError` is
+raised instead. Not thread-safe: call `score` from one thread.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..data.example import Example
-from .isolation import InlineRunner, ProcessRunner, RewardCallError, RewardCallTimeout
+from .isolation import InlineRunner, ProcessRunner, RewardCallError, RewardCallLimit, RewardCallTimeout
 from .registry import RewardFn, is_isolated, load_reward
 from .result import (
     COMPLETION_CHARS,
@@ -34,9 +40,12 @@ from .result import (
     RewardResult,
     failure_error,
 )
+from .sandbox import SandboxLimits
+from .signature import AdaptedReward, CallContext, adapt
 
 log = logging.getLogger(__name__)
 ISOLATION_MODES = ("auto", "process", "inline")
+MAX_ABS_VALUE = 1e6
 
 
 @dataclass
@@ -44,7 +53,7 @@ class _Reward:
     name: str  # key in per_reward and metrics: the built-in name, or the function name of a user spec
     spec: str
     weight: float
-    fn: RewardFn
+    fn: AdaptedReward
     isolated: bool
 
 
@@ -66,18 +75,20 @@ def _mean(values: list[float]) -> float:
     return sum(finite) / len(finite) if finite else float("nan")
 
 
-def check_value(value: Any) -> tuple[float, str | None, str]:
-    """(float value, failure kind or None, message) for one returned value."""
+def check_value(value: Any, max_abs: float = MAX_ABS_VALUE) -> tuple[float | None, str | None, str]:
+    """(float value, or None when not applicable; failure kind or None; message) for one returned value."""
     if value is None:
-        return math.nan, "none", "returned None"
+        return None, None, ""
     if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
         return math.nan, "exception", f"returned {type(value).__name__} {repr(value)[:60]}, expected a float"
     try:
         f = float(value)
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, OverflowError) as e:
         return math.nan, "exception", f"returned {type(value).__name__} that is not a float ({e})"
     if not math.isfinite(f):
         return math.nan, "nan", f"returned {f}"
+    if abs(f) > max_abs:
+        return math.nan, "nan", f"returned {f:g}, outside +-{max_abs:g} (RewardManager max_abs_value); scale it down"
     return f, None, ""
 
 
@@ -98,6 +109,8 @@ class RewardManager:
         correctness: str | None = None,
         *,
         isolation: str = "auto",
+        sandbox: SandboxLimits | None = SandboxLimits(),  # noqa: B008 (frozen, immutable)
+        max_abs_value: float = MAX_ABS_VALUE,
     ) -> None:
         if not specs:
             raise ValueError("RewardManager needs at least one (reward, weight) pair, e.g. [('exact_numeric', 1.0)]")
@@ -107,8 +120,11 @@ class RewardManager:
             raise ValueError(f"reward.timeout_s must be > 0, got {timeout_s}")
         if not 0.0 <= max_fail_frac <= 1.0:
             raise ValueError(f"reward.max_fail_frac must be in [0, 1], got {max_fail_frac}")
+        if not max_abs_value > 0:
+            raise ValueError(f"max_abs_value must be > 0, got {max_abs_value}")
         self.timeout_s = float(timeout_s)
         self.max_fail_frac = float(max_fail_frac)
+        self.max_abs_value = float(max_abs_value)
         self.rewards: list[_Reward] = []
         for entry, weight in specs:
             spec = _spec_text(entry)
@@ -117,7 +133,7 @@ class RewardManager:
             if not math.isfinite(float(weight)):
                 raise ValueError(f"reward {spec!r}: weight must be a finite number, got {weight!r}")
             # loaded here, so errors surface now and the forked worker inherits the function
-            fn = entry if callable(entry) else load_reward(spec)
+            fn = adapt(entry if callable(entry) else load_reward(spec))
             untrusted = callable(entry) or is_isolated(spec)
             isolated = isolation == "process" or (isolation == "auto" and untrusted)
             name = _display_name(spec, {r.name for r in self.rewards})
@@ -127,9 +143,18 @@ class RewardManager:
             raise ValueError(f"correctness={correctness!r} is not one of the rewards {sorted(names)}")
         self.correctness = names[correctness] if correctness is not None else self.rewards[0].name
         self._inline = InlineRunner()
-        self._process = ProcessRunner({r.name: r.fn for r in self.rewards if r.isolated})
+        self._process = ProcessRunner(
+            {r.name: r.fn for r in self.rewards if r.isolated}, sandbox=sandbox, cpu_s=self.timeout_s
+        )
         if any(r.isolated for r in self.rewards):
             self._process.start()  # fork early, before the trainer starts its threads
+
+    @property
+    def sandbox(self) -> dict[str, str]:
+        """Which mechanism enforces each sandbox limit in the worker (empty without a sandbox or worker)."""
+        if not any(r.isolated for r in self.rewards):
+            return {}
+        return self._process.enforced()
 
     @property
     def worker(self) -> ProcessRunner:
@@ -146,73 +171,101 @@ class RewardManager:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, r: _Reward, completions: list[str], examples: list[Example]) -> Any:
+    def _call(self, r: _Reward, completions: list[str], examples: list[Example], ctx: CallContext) -> Any:
         runner = self._process if r.isolated else self._inline
-        return runner.call(r.name, r.fn, completions, examples, self.timeout_s)
+        return runner.call(r.name, r.fn, completions, examples, self.timeout_s, ctx)
 
     def _fail(self, r: _Reward, i: int, text: str, kind: str, message: str) -> RewardFailure:
         return RewardFailure(r.name, i, text[:COMPLETION_CHARS], kind, message)
 
+    def _values(
+        self, r: _Reward, out: list[Any], completions: list[str], offset: int = 0
+    ) -> tuple[list[float], list[RewardFailure]]:
+        """NaN-for-None float values and the failures of one call's (right-length) output."""
+        values, failures = [], []
+        for i, v in enumerate(out):
+            f, kind, msg = check_value(v, self.max_abs_value)
+            values.append(math.nan if f is None else f)
+            if kind:
+                failures.append(self._fail(r, offset + i, completions[i], kind, msg))
+        return values, failures
+
     def _score_batch(
-        self, r: _Reward, completions: list[str], examples: list[Example]
+        self, r: _Reward, completions: list[str], examples: list[Example], ctx: CallContext
     ) -> tuple[list[float], list[RewardFailure], bool]:
-        """Values, failures, and whether the batch call failed and was retried sample by sample."""
+        """Values (NaN where failed or not applicable), failures, and whether the batch was retried per sample."""
         n = len(completions)
         try:
-            out = self._call(r, completions, examples)
+            out = self._call(r, completions, examples, ctx)
             if isinstance(out, list) and len(out) == n:
-                values, failures = [], []
-                for i, v in enumerate(out):
-                    f, kind, msg = check_value(v)
-                    values.append(f)
-                    if kind:
-                        failures.append(self._fail(r, i, completions[i], kind, msg))
+                values, failures = self._values(r, out, completions)
                 return values, failures, False
             reason = f"wrong_count: returned {_count(out)} for {n} completions"
         except RewardCallTimeout as e:
             reason = f"timeout: {e}"
+        except RewardCallLimit as e:
+            reason = f"sandbox: {e}"
         except RewardCallError as e:
             reason = f"exception: {e}"
         log.debug("reward %s failed on the whole batch (%s); retrying sample by sample", r.name, reason)
-        values, failures = self._score_each(r, completions, examples)
+        values, failures = self._score_each(r, completions, examples, ctx)
         if not failures:
             log.warning("reward %s failed on the batch (%s) but on no single sample", r.name, reason)
         return values, failures, True
 
     def _score_each(
-        self, r: _Reward, completions: list[str], examples: list[Example]
+        self, r: _Reward, completions: list[str], examples: list[Example], ctx: CallContext
     ) -> tuple[list[float], list[RewardFailure]]:
         n = len(completions)
         values, failures = [math.nan] * n, []
         for i in range(n):
+            kind, msg = None, ""
             try:
-                out = self._call(r, [completions[i]], [examples[i]])
+                out = self._call(r, [completions[i]], [examples[i]], ctx.slice(i))
                 if isinstance(out, list) and len(out) == 1:
-                    values[i], kind, msg = check_value(out[0])
+                    [values[i]], fails = self._values(r, out, [completions[i]], offset=i)
+                    failures.extend(fails)
                 else:
                     kind, msg = "wrong_count", f"returned {_count(out)} for 1 completion"
             except RewardCallTimeout as e:
                 kind, msg = "timeout", str(e)
+            except RewardCallLimit as e:
+                kind, msg = "sandbox", str(e)
             except RewardCallError as e:
                 kind, msg = "exception", str(e)
             if kind:
                 failures.append(self._fail(r, i, completions[i], kind, msg))
-                if len(failures) > self.max_fail_frac * n:  # the batch is lost anyway: stop waiting on it
-                    raise failure_error([r.name], failures, n, self.max_fail_frac, complete=i == n - 1)
+            if len(failures) > self.max_fail_frac * n:  # the batch is lost anyway: stop waiting on it
+                raise failure_error([r.name], failures, n, self.max_fail_frac, complete=i == n - 1)
         return values, failures
 
-    def score(self, completions: list[str], examples: list[Example]) -> RewardResult:
-        """Score a batch: `rewards[i]` is the weighted sum, NaN where any reward failed on sample i."""
-        if len(completions) != len(examples):
-            raise ValueError(f"{len(completions)} completions for {len(examples)} examples")
+    def score(
+        self,
+        completions: list[str],
+        examples: list[Example],
+        *,
+        prompts: list[Any] | None = None,
+        completion_ids: list[list[int]] | None = None,
+        trainer_state: Any = None,
+    ) -> RewardResult:
+        """Score a batch: `rewards[i]` is the weighted sum over the rewards that apply to sample i (not None),
+        NaN where any reward failed on it or none applies.
+
+        `prompts` (raw prompts, strings or message lists), `completion_ids` (token ids per completion) and
+        `trainer_state` are passed on to TRL-style rewards that ask for them.
+        """
         n = len(completions)
+        for name, given in (("examples", examples), ("prompts", prompts), ("completion_ids", completion_ids)):
+            if given is not None and len(given) != n:
+                raise ValueError(f"{n} completions but {len(given)} {name}")
+        ctx = CallContext(prompts, completion_ids, trainer_state)
         t0 = time.perf_counter()
         per_reward: dict[str, list[float]] = {}
         failures: list[RewardFailure] = []
         metrics: dict[str, float] = {"reward/batch_retries": 0.0}
         for r in self.rewards:
             t = time.perf_counter()
-            values, fails, retried = self._score_batch(r, completions, examples) if n else ([], [], False)
+            values, fails, retried = self._score_batch(r, completions, examples, ctx) if n else ([], [], False)
             metrics[f"reward/{r.name}_seconds"] = time.perf_counter() - t
             metrics["reward/batch_retries"] += retried
             per_reward[r.name] = values
@@ -220,12 +273,17 @@ class RewardManager:
             if len({f.index for f in fails}) > self.max_fail_frac * n:
                 raise failure_error([r.name], fails, n, self.max_fail_frac)
         failed = {f.index for f in failures}
+        rewards = []
+        for i in range(n):
+            applicable = [r for r in self.rewards if not math.isnan(per_reward[r.name][i])]
+            if i not in failed and not applicable:
+                failed.add(i)
+                msg = "returned None (not applicable) and no other reward applies to this sample"
+                failures.append(self._fail(self.rewards[0], i, completions[i], "none", msg))
+            rewards.append(math.nan if i in failed else sum(r.weight * per_reward[r.name][i] for r in applicable))
         if len(failed) > self.max_fail_frac * n:
             names = list(dict.fromkeys(f.reward for f in failures))
             raise failure_error(names, failures, n, self.max_fail_frac)
-        rewards = [
-            math.nan if i in failed else sum(r.weight * per_reward[r.name][i] for r in self.rewards) for i in range(n)
-        ]
         accuracy = per_reward[self.correctness]
         metrics |= {
             "reward/mean": _mean(rewards),
@@ -234,6 +292,12 @@ class RewardManager:
         }
         metrics |= {f"reward/failures_{k}": float(sum(f.kind == k for f in failures)) for k in FAILURE_KINDS}
         metrics |= {f"reward/{name}_mean": _mean(v) for name, v in per_reward.items()}
+        failed_by = {name: {f.index for f in failures if f.reward == name} for name in per_reward}
+        metrics |= {
+            f"reward/{name}_none_frac": sum(math.isnan(x) and i not in failed_by[name] for i, x in enumerate(v)) / n
+            for name, v in per_reward.items()
+            if n
+        }
         metrics["reward/seconds"] = time.perf_counter() - t0
         if failures:
             first = failures[0]

@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-FAILURE_KINDS = ("exception", "nan", "none", "wrong_count", "timeout")
+FAILURE_KINDS = ("exception", "nan", "none", "wrong_count", "timeout", "sandbox")
 COMPLETION_CHARS = 200
 
 
 @dataclass
 class RewardFailure:
-    """One sample one reward could not score. `kind` is one of FAILURE_KINDS ("nan" covers +-inf too)."""
+    """One sample one reward could not score. `kind` is one of FAILURE_KINDS: "nan" covers +-inf and values
+    beyond the manager's `max_abs_value`; "none" is a sample no reward applies to (all returned None);
+    "sandbox" is a reward stopped by a sandbox limit (the message names it)."""
 
     reward: str
     index: int
@@ -24,8 +26,8 @@ class RewardFailure:
 class RewardResult:
     """Scores of one batch. Samples with any failed reward get `rewards[i] = nan` (excluded from training).
 
-    `per_reward[name]` holds the unweighted values (NaN where that reward failed); `accuracy` is the
-    correctness reward's values (NaN only where that reward itself failed).
+    `per_reward[name]` holds the unweighted values (NaN where that reward failed or returned None, "not
+    applicable"); `accuracy` is the correctness reward's values (NaN where it failed or did not apply).
     """
 
     rewards: list[float]

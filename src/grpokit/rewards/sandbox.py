@@ -1,0 +1,281 @@
+"""The reward sandbox: what a reward worker process may do, enforced by the kernel where it can be.
+
+`apply_sandbox` runs once in a freshly forked reward worker, before any reward code. In order:
+
+1. **Network**: a new, empty network namespace (`unshare(CLONE_NEWNET)`, needs root/CAP_SYS_ADMIN; else
+   `CLONE_NEWUSER | CLONE_NEWNET` where unprivileged user namespaces are allowed): no interface but a loopback
+   that is down, so every connect, 127.0.0.1 included, fails with "Network is unreachable".
+2. **Limits** (setrlimit, soft = hard, so the reward cannot raise them): address space = the worker's size
+   at start + `memory_mb` (the worker is forked from the trainer, whose pages it shares), open files,
+   file size, processes (RLIMIT_NPROC; the kernel ignores it for root, hence step 3), no core files. CPU time
+   is limited per call (`set_call_cpu_limit`).
+3. **User**: started as root, the worker switches to `user` (default 65534, "nobody"), which drops every
+   capability: it cannot lift a limit, leave the namespace, or escape the process limit.
+4. **Filesystem and signals** (Landlock, kernel 5.13+, unprivileged): writing, creating, removing or
+   renaming files is denied everywhere except beneath the private working directory (and `writable`);
+   reading stays allowed. With Landlock ABI 4+ TCP connect/bind are denied too (a second network wall),
+   with ABI 6+ signals to processes outside the sandbox (the trainer) are denied.
+5. **Fallbacks** where the kernel offers neither a namespace nor Landlock: a Python audit hook refuses socket
+   connects/binds/lookups and file writes outside the directory. It stops Python code only (not ctypes or
+   a program the reward runs); `RewardManager.sandbox` reports which mechanism is active.
+6. **Parent death**: PR_SET_PDEATHSIG(SIGKILL) for the worker and every process it forks with `os.fork`, and a
+   check that the parent is still the trainer (it may have died before the prctl).
+
+Then the worker changes into its private directory (also HOME and TMPDIR). Every other file descriptor
+inherited from the trainer (logs, checkpoints) is closed, except stdio and the pipe to the trainer.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import math
+import os
+import resource
+import signal
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import landlock
+
+CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
+PR_SET_PDEATHSIG = 1
+CPU_BUDGET_CALLS = 20  # a worker's lifetime CPU (hard limit) is this many calls' allowance; then it is recycled
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """What a reward worker may use. `cpu_s=None` means the reward timeout; `user=None` keeps root's uid
+    (then the process limit is not enforced for root); `writable` adds directories it may write beneath."""
+
+    memory_mb: int = 2048
+    cpu_s: float | None = None
+    max_open_files: int = 64
+    max_procs: int = 32
+    max_file_mb: int = 64
+    network: bool = False
+    user: int | None = 65534
+    writable: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        for name in ("memory_mb", "max_open_files", "max_procs", "max_file_mb"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"sandbox.{name} must be a positive integer, got {value!r}")
+        if self.cpu_s is not None and not self.cpu_s > 0:
+            raise ValueError(f"sandbox.cpu_s must be > 0 or None (the reward timeout), got {self.cpu_s!r}")
+
+
+class SandboxViolation(PermissionError):
+    """Raised by the audit-hook fallback when reward code does what the sandbox forbids."""
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _unshare(flags: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    return _libc().unshare(ctypes.c_int(flags)) == 0
+
+
+def set_parent_death_signal() -> None:
+    """Ask the kernel to SIGKILL this process when its parent (thread) dies (Linux; no-op elsewhere)."""
+    if sys.platform.startswith("linux"):
+        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _vm_size() -> int:
+    """This process's virtual size in bytes (0 when /proc is unavailable)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _set(limit: int, value: int) -> None:
+    try:
+        resource.setrlimit(limit, (value, value))
+    except (ValueError, OSError):  # above an existing hard limit: keep that lower one
+        soft, hard = resource.getrlimit(limit)
+        resource.setrlimit(limit, (min(value, hard), hard))
+
+
+def _close_inherited_fds(keep: set[int]) -> None:
+    """Close every descriptor inherited from the trainer except `keep` and stdio."""
+    keep = keep | {0, 1, 2}
+    try:
+        fds = [int(x) for x in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = list(range(3, 1024))
+    for fd in fds:
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _within(path: str, roots: list[str]) -> bool:
+    real = os.path.realpath(path)
+    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_NET_EVENTS = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo"}
+_NET_EVENTS |= {"socket.gethostbyname", "socket.gethostbyaddr"}
+_FS_EVENTS = {"os.remove", "os.rename", "os.mkdir", "os.rmdir", "os.truncate", "os.symlink", "os.link"}
+
+
+def _install_audit_hook(block_network: bool, roots: list[str] | None) -> None:
+    """The Python-level fallback: refuse network calls and/or writes outside `roots` (cannot be removed)."""
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if block_network and event in _NET_EVENTS:
+            raise SandboxViolation(errno.EACCES, f"network access is disabled in the reward sandbox ({event})")
+        if roots is None:
+            return
+        if event == "open" and isinstance(args[0], (str, bytes)):
+            flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
+            mode = args[1] if isinstance(args[1], str) else ""
+            if (flags & _WRITE_FLAGS or any(c in mode for c in "wax+")) and not _within(os.fsdecode(args[0]), roots):
+                raise SandboxViolation(errno.EACCES, "writing outside the reward's directory is denied", args[0])
+        elif event in _FS_EVENTS and args and isinstance(args[0], (str, bytes)):
+            if not _within(os.fsdecode(args[0]), roots):
+                raise SandboxViolation(errno.EACCES, f"{event} outside the reward's directory is denied", args[0])
+
+    sys.addaudithook(hook)
+
+
+def _drop_user(uid: int, workdir: str) -> None:
+    os.chown(workdir, uid, uid)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)  # from root to another uid: every capability is dropped
+
+
+def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds: set[int]) -> dict[str, str]:
+    """Confine this (worker) process; returns the mechanism enforcing each limit, e.g. {"network": "netns"}."""
+    enforced: dict[str, str] = {}
+    _close_inherited_fds(keep_fds)
+    if limits.network:
+        enforced["network"] = "allowed"
+    elif _unshare(CLONE_NEWNET):
+        enforced["network"] = "netns"
+    elif _unshare(CLONE_NEWUSER | CLONE_NEWNET):
+        enforced["network"] = "userns+netns"
+    base = _vm_size()
+    _set(resource.RLIMIT_AS, base + limits.memory_mb * MIB)
+    enforced["memory"] = f"RLIMIT_AS {limits.memory_mb} MiB over the worker's start"
+    _set(resource.RLIMIT_NOFILE, max(limits.max_open_files, max(keep_fds | {2}) + 1))
+    _set(resource.RLIMIT_FSIZE, limits.max_file_mb * MIB)
+    _set(resource.RLIMIT_CORE, 0)
+    _set(resource.RLIMIT_NPROC, limits.max_procs)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-large write raises OSError(EFBIG) instead of killing
+    is_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    if is_root and limits.user is not None:
+        _drop_user(limits.user, workdir)
+        enforced["user"] = f"uid {limits.user}, no capabilities"
+    enforced["processes"] = (
+        f"RLIMIT_NPROC {limits.max_procs}" if not is_root or limits.user is not None else "not enforced (root)"
+    )
+    roots = [os.path.realpath(p) for p in (workdir, *limits.writable)]
+    try:
+        got = landlock.restrict([*roots, "/dev/null"], deny_tcp=not limits.network)
+        enforced["filesystem"] = "landlock"
+        if got["tcp"] and "network" not in enforced:
+            enforced["network"] = "landlock (TCP only) + audit hook"
+        if got["signals"]:
+            enforced["signals"] = "landlock scope"
+    except OSError:
+        got = {"filesystem": False}
+    fallback_net = "network" not in enforced or enforced["network"].startswith("landlock")
+    fallback_fs = not got["filesystem"]
+    if fallback_net or fallback_fs:
+        _install_audit_hook(fallback_net and not limits.network, roots if fallback_fs else None)
+        if fallback_fs:
+            enforced["filesystem"] = "audit hook (Python code only)"
+        if "network" not in enforced:
+            enforced["network"] = "audit hook (Python code only)"
+    set_parent_death_signal()  # after the uid change, which clears it
+    os.register_at_fork(after_in_child=set_parent_death_signal)
+    if os.getppid() != parent_pid:  # the trainer died before the prctl
+        os._exit(0)
+    enforced["parent_death"] = "PR_SET_PDEATHSIG" if sys.platform.startswith("linux") else "pipe EOF only"
+    os.chdir(workdir)
+    for var in ("HOME", "TMPDIR", "TMP", "TEMP"):
+        os.environ[var] = workdir
+    tempfile.tempdir = workdir
+    return enforced
+
+
+def cpu_seconds_used() -> float:
+    """CPU time (user + system) this process has used so far."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def start_cpu_budget(cpu_s: float) -> float:
+    """Set the worker's lifetime CPU hard limit (CPU_BUDGET_CALLS calls' worth); returns it in seconds."""
+    hard = math.ceil(cpu_seconds_used() + CPU_BUDGET_CALLS * cpu_s)
+    _set(resource.RLIMIT_CPU, hard)
+    return float(hard)
+
+
+def set_call_cpu_limit(cpu_s: float) -> bool:
+    """Let the next call use `cpu_s` more CPU seconds (soft limit: SIGXCPU kills the worker past it).
+    False when the lifetime budget cannot cover a whole call (the worker should be recycled first)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    want = math.ceil(cpu_seconds_used() + cpu_s)
+    if hard != resource.RLIM_INFINITY and want > hard:
+        return False
+    resource.setrlimit(resource.RLIMIT_CPU, (want, hard))
+    return True
+
+
+_ERRNO_LIMITS = {
+    errno.ENETUNREACH: "network",
+    errno.ENETDOWN: "network",
+    errno.EHOSTUNREACH: "network",
+    errno.EAGAIN: "processes",
+    errno.EMFILE: "open files",
+    errno.EFBIG: "file size",
+    errno.EROFS: "filesystem",
+}
+
+
+def classify_violation(e: BaseException, limits: SandboxLimits) -> str | None:
+    """`"<limit>: explanation"` when exception `e` is the sandbox refusing something, else None."""
+    if isinstance(e, MemoryError):
+        return f"memory: out of the {limits.memory_mb} MiB the sandbox allows (MemoryError)"
+    if isinstance(e, SandboxViolation):
+        kind = "network" if "network" in str(e) else "filesystem"
+        return f"{kind}: {e.strerror}" + (f": {e.filename}" if e.filename else "")
+    if not isinstance(e, OSError) or e.errno is None:
+        return None
+    if e.errno in (errno.EACCES, errno.EPERM):
+        if e.filename is not None:
+            return (
+                f"filesystem: permission denied on {e.filename!r} (the sandbox allows writes only in the "
+                "reward's private directory)"
+            )
+        return f"network or permission: {e.strerror} (network access and signals to other processes are denied)"
+    limit = _ERRNO_LIMITS.get(e.errno)
+    if limit is None:
+        return None
+    detail = {
+        "network": "the reward sandbox has no network",
+        "processes": f"at most {limits.max_procs} processes",
+        "open files": f"at most {limits.max_open_files} open files",
+        "file size": f"files up to {limits.max_file_mb} MiB",
+        "filesystem": "read-only filesystem",
+    }[limit]
+    return f"{limit}: {e.strerror} ({detail})"

@@ -1,0 +1,185 @@
+"""Reward functions by signature: grpokit's, TRL's and verl's conventions, detected and called alike.
+
+- **grpokit**: `fn(completions, examples)` -> one value per completion; `examples` are `Example` objects.
+- **TRL** (any function taking `**kwargs`, or a parameter named `prompts`, `completion_ids` or
+  `trainer_state`): called with keywords as TRL's GRPOTrainer does — `prompts`, `completions`,
+  `completion_ids`, `trainer_state`, and every dataset column except prompt/completion as a list. When the
+  prompts are conversational (lists of messages), completions are `[{"role": "assistant", "content": text}]`.
+- **verl** (a parameter named `solution_str` or `ground_truth`): `compute_score(data_source, solution_str,
+  ground_truth, extra_info)` called once per completion; it may return a number or a dict with "score".
+
+In every convention a value of None means "not applicable to this sample": the sample is left out of that
+reward's weighted sum (as TRL does), not counted as a failure.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..data.example import Example
+
+CONVENTIONS = ("grpokit", "trl", "verl")
+TRL_NAMES = {"prompts", "completions", "completion_ids", "trainer_state"}
+VERL_NAMES = {"data_source", "solution_str", "ground_truth", "extra_info"}
+TRL_EXCLUDED_COLUMNS = {"prompt", "completion", "completion_ids"}  # TRL passes every other dataset column
+
+
+@dataclass
+class CallContext:
+    """What the trainer knows about a batch beyond texts and examples (all optional, one entry per sample)."""
+
+    prompts: list[Any] | None = None
+    completion_ids: list[list[int]] | None = None
+    trainer_state: Any = None
+
+    def slice(self, i: int) -> CallContext:
+        """The context of sample i alone."""
+        return CallContext(
+            self.prompts[i : i + 1] if self.prompts is not None else None,
+            self.completion_ids[i : i + 1] if self.completion_ids is not None else None,
+            self.trainer_state,
+        )
+
+
+def example_columns(ex: Example) -> dict[str, Any]:
+    """The dataset row behind an example: its original columns when loaded from a file, else answer + meta."""
+    if ex.columns is not None:
+        return ex.columns
+    return {"prompt": ex.prompt, "answer": ex.answer, **ex.meta}
+
+
+def _parameters(fn: Callable[..., Any]) -> list[inspect.Parameter] | None:
+    try:
+        return list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # builtins and some C callables have no signature
+        return None
+
+
+def detect_convention(fn: Callable[..., Any]) -> str:
+    """ "grpokit", "trl" or "verl" from the function's parameters; ValueError when none fits.
+
+    A `reward_convention` attribute on the function overrides the detection.
+    """
+    forced = getattr(fn, "reward_convention", None)
+    if forced is not None:
+        if forced not in CONVENTIONS:
+            raise ValueError(f"reward_convention={forced!r} on {fn!r}: use one of {CONVENTIONS}")
+        return str(forced)
+    params = _parameters(fn)
+    if params is None:
+        return "grpokit"
+    names = {p.name for p in params}
+    if names & {"solution_str", "ground_truth"}:
+        return "verl"
+    if "examples" in names:
+        return "grpokit"
+    if names & (TRL_NAMES - {"completions"}) or any(p.kind is p.VAR_KEYWORD for p in params):
+        return "trl"
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    if any(p.kind is p.VAR_POSITIONAL for p in params) or (len(required) <= 2 <= len(positional)):
+        return "grpokit"
+    shown = ", ".join(p.name for p in params)
+    raise ValueError(
+        f"reward {getattr(fn, '__qualname__', fn)!r}({shown}) matches no reward convention: write "
+        "fn(completions, examples) [grpokit], fn(completions, **kwargs) [TRL: dataset columns as keyword lists], "
+        "or compute_score(data_source, solution_str, ground_truth, extra_info) [verl]"
+    )
+
+
+def _is_conversation(prompt: Any) -> bool:
+    return isinstance(prompt, list) and all(isinstance(m, dict) and "role" in m for m in prompt)
+
+
+def _accepts(params: list[inspect.Parameter], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` restricted to what the function takes (all of them when it has **kwargs)."""
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return kwargs
+    names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return {k: v for k, v in kwargs.items() if k in names}
+
+
+def _missing(params: list[inspect.Parameter], kwargs: dict[str, Any]) -> list[str]:
+    return [
+        p.name
+        for p in params
+        if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in kwargs
+    ]
+
+
+@dataclass
+class AdaptedReward:
+    """A reward function of any convention, called as `adapted(completions, examples, context)`."""
+
+    fn: Callable[..., Any]
+    convention: str = ""
+    _params: list[inspect.Parameter] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        self.convention = self.convention or detect_convention(self.fn)
+        self._params = _parameters(self.fn) or []
+
+    def __call__(self, completions: list[str], examples: list[Example], context: CallContext | None = None) -> Any:
+        context = context or CallContext()
+        if self.convention == "trl":
+            return self._call_trl(completions, examples, context)
+        if self.convention == "verl":
+            return [self._call_verl(c, ex) for c, ex in zip(completions, examples)]
+        return self.fn(completions, examples)
+
+    def _call_trl(self, completions: list[str], examples: list[Example], ctx: CallContext) -> Any:
+        rows = [example_columns(ex) for ex in examples]
+        prompts = (
+            ctx.prompts
+            if ctx.prompts is not None
+            else [row.get("prompt", ex.prompt) for row, ex in zip(rows, examples)]
+        )
+        conversational = bool(prompts) and all(_is_conversation(p) for p in prompts)
+        texts: list[Any] = (
+            [[{"role": "assistant", "content": c}] for c in completions] if conversational else completions
+        )
+        kwargs: dict[str, Any] = {"prompts": prompts, "completions": texts, "completion_ids": ctx.completion_ids}
+        keys = dict.fromkeys(k for row in rows for k in row if k not in TRL_EXCLUDED_COLUMNS)
+        kwargs |= {k: [row.get(k) for row in rows] for k in keys}
+        kwargs["trainer_state"] = ctx.trainer_state
+        missing = _missing(self._params, kwargs)
+        if missing:
+            raise TypeError(
+                f"this TRL-style reward needs {missing}, which the dataset does not have (columns: {sorted(keys)}); "
+                "rename the column in the data file or give the reward a default for it"
+            )
+        if "completion_ids" in {p.name for p in self._params} and ctx.completion_ids is None:
+            raise TypeError("this TRL-style reward reads completion_ids, which the caller did not pass to score()")
+        return self.fn(**_accepts(self._params, kwargs))
+
+    def _call_verl(self, completion: str, ex: Example) -> Any:
+        row = example_columns(ex)
+        reward_model = row.get("reward_model")
+        truth = reward_model.get("ground_truth", ex.answer) if isinstance(reward_model, dict) else ex.answer
+        extra = row.get("extra_info")
+        if isinstance(extra, str):
+            try:
+                extra = json.loads(extra)
+            except ValueError:
+                pass
+        kwargs = {
+            "data_source": row.get("data_source", ex.meta.get("task", "")),
+            "solution_str": completion,
+            "ground_truth": truth,
+            "extra_info": extra if extra is not None else {},
+        }
+        out = self.fn(**_accepts(self._params, kwargs))
+        if isinstance(out, dict):
+            if "score" not in out:
+                raise ValueError(f"a verl reward returning a dict must have a 'score' key, got keys {sorted(out)}")
+            return out["score"]
+        return out
+
+
+def adapt(fn: Callable[..., Any]) -> AdaptedReward:
+    """Wrap `fn` for `RewardManager`; ValueError when its signature fits no convention."""
+    return fn if isinstance(fn, AdaptedReward) else AdaptedReward(fn)
