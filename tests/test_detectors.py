@@ -22,6 +22,7 @@ from grpokit.monitor.detectors import (
     NoisyReward,
     Numerical,
     SamplerMismatch,
+    Saturation,
     Truncation,
     rank,
 )
@@ -59,6 +60,7 @@ def test_registry_holds_one_documented_detector_per_failure_mode() -> None:
         "sampler_mismatch",
         "noisy_reward",
         "numerical",
+        "saturation",
     }
     for name, cls in DETECTORS.items():
         assert cls.name == name and cls.__doc__ and cls.requires
@@ -70,7 +72,7 @@ def test_monitor_passes_thresholds_to_its_detectors() -> None:
     mon = Monitor(None, {"entropy_collapse": {"patience": 5, "h_star": 1.0}, "truncation": {"window": 2}})
     by_name = {d.name: d for d in mon.detectors}
     assert by_name["entropy_collapse"].patience == 5 and by_name["entropy_collapse"].h_star == 1.0
-    assert by_name["truncation"].window == 2 and by_name["truncation"].values.maxlen == 2
+    assert by_name["truncation"].window == 2 and by_name["truncation"].values.size == 2
     assert by_name["kl_drift"].kl_max == KLDrift.kl_max  # untouched detectors keep their defaults
 
 
@@ -225,10 +227,12 @@ def test_entropy_thresholds_are_configurable() -> None:
 
 
 def test_entropy_ignores_rows_without_the_signal() -> None:
-    """Rows lacking the key (a skipped update, an eval row) neither count nor reset."""
+    """Rows lacking the key (a skipped update, an eval row) neither reset the counter nor stop the steps they cover
+    from counting: entropy below h* at steps 1, 2 and 4 has been below for 4 steps at step 4 (issue 13: skipped
+    updates made the collapse be called 49 steps late)."""
     det = EntropyCollapse(patience=2)
     a = one(feed(det, entropy_rows([0.1, 0.1]) + [{"reward/mean": 0.5}] + entropy_rows([0.1])))
-    assert a.fired_at == 4 and a.evidence["steps_below"] == 3
+    assert a.fired_at == 4 and a.evidence["steps_below"] == 4 and a.step == 1
 
 
 # ------------------------------------------------------------------------------------------------ KL drift
@@ -242,11 +246,15 @@ def test_kl_drift_fires_above_kl_max() -> None:
 
 
 def test_kl_drift_fires_on_unbounded_growth() -> None:
-    rows = [{"kl_ref/k1": 0.001 * 1.5**i} for i in range(12)]
+    rows = [{"kl_ref/k1": 0.01 * 1.5**i} for i in range(12)]
     a = one(feed(KLDrift(), rows))
-    assert (a.step, a.fired_at, a.severity) == (1, 10, "warning")
-    assert a.evidence["signal"] == "kl_ref/k1" and a.evidence["kl_first"] == 0.001
-    assert a.evidence["kl_last"] == pytest.approx(0.001 * 1.5**9, abs=1e-5)
+    assert (a.step, a.fired_at) == (1, 10)
+    assert a.evidence["signal"] == "kl_ref/k1" and a.evidence["kl_first"] == 0.01
+    assert a.evidence["kl_last"] == pytest.approx(0.01 * 1.5**9, abs=1e-5)
+    assert "0.01 to 0.3844" in a.message  # the absolute values, not only the ratio
+    # steps 11-12 pass kl_max: the same episode escalates to critical and carries the current value
+    assert a.escalations == [{"step": 11, "from": "warning", "to": "critical"}]
+    assert a.current["step"] == 12 and a.current["evidence"]["kl"] == pytest.approx(0.01 * 1.5**11, abs=1e-4)
 
 
 def test_kl_drift_quiet_for_bounded_or_tiny_kl() -> None:
@@ -258,7 +266,7 @@ def test_kl_drift_quiet_for_bounded_or_tiny_kl() -> None:
 def test_kl_drift_thresholds_and_signal_preference() -> None:
     a = one(feed(KLDrift(kl_max=0.1), [{"kl_ref/k3": 0.2, "kl_ref/k1": 0.01, "actor/kl_loss": 0.01}]))
     assert a.evidence["signal"] == "kl_ref/k3"
-    a = one(feed(KLDrift(window=3, growth=2.0), [{"actor/kl_loss": v} for v in (0.01, 0.015, 0.025)]))
+    a = one(feed(KLDrift(window=3, growth=2.0), [{"actor/kl_loss": v} for v in (0.05, 0.08, 0.12)]))
     assert (a.step, a.fired_at, a.evidence["signal"]) == (1, 3, "actor/kl_loss")
 
 
@@ -337,7 +345,7 @@ def test_length_collapse_without_accuracy_gain() -> None:
 def test_truncation_fires_on_a_high_and_not_falling_rate() -> None:
     a = one(feed(Truncation(), [{"length/truncation_rate": 0.5}] * 7))
     assert (a.step, a.fired_at, a.severity) == (1, 5, "warning")
-    assert a.evidence == {"truncation_rate": 0.5}
+    assert a.evidence == {"truncation_rate": 0.5, "now": 0.5}
     assert "overlong filtering" in a.fix and "soft overlong" in a.fix and a.actions == ["algo.soft_overlong=true"]
 
 
@@ -516,7 +524,7 @@ def storm_rows(n: int) -> list[dict[str, float]]:
 def test_storm_sets_off_every_detector() -> None:
     mon = Monitor({"epochs": 1})
     fired = {a.detector for a in feed(mon, storm_rows(60))}
-    assert fired == set(DETECTORS)
+    assert fired == set(DETECTORS) - {"saturation"}  # a storm at 0% accuracy is the opposite of saturation
 
 
 @pytest.mark.parametrize("name", sorted(DETECTORS))
@@ -597,3 +605,86 @@ def test_clipping_mostly_clipped_is_not_an_anomaly_for_losses_that_clip_by_desig
     assert feed(ClippingAnomaly({"policy_loss": policy_loss}), [clip_row(0.4, 0.3)] * 40) == []
     # the same fractions under PPO clipping are an anomaly
     assert one(feed(ClippingAnomaly({"policy_loss": "ppo_clip"}), [clip_row(0.4, 0.3)] * 40)).mode == "clipping anomaly"
+
+
+# ------------------------------------------------------------------- issue 13: real logs, sparse logging, advice
+
+
+def test_grad_norm_zero_in_most_rows_does_not_crash_and_needs_an_absolute_floor() -> None:
+    """A run whose grad norm is 0 in most rows (every group had equal rewards): median 0 once divided by zero."""
+    norms = [0.0] * 8 + [0.05] + [0.0] * 5 + [3.0]
+    alerts = feed(Numerical(), [{"train/grad_norm": g} for g in norms])
+    a = one(alerts)  # 0.05 is below the absolute floor; 3.0 from a median of 0 is a spike
+    assert (a.step, a.evidence) == (15, {"grad_norm": 3.0, "median": 0.0})
+    assert "median of 0" in a.message
+
+
+def test_kl_growing_from_tiny_to_small_is_not_drift() -> None:
+    """The false alarm of issue 13: KL 0.006 -> 0.031 in 10 steps ("grew 3.1x") is far below any harmful level."""
+    rows = [{"kl_ref/k3": 0.006 + (0.031 - 0.006) * i / 9} for i in range(10)]
+    assert feed(KLDrift(), rows) == []
+
+
+def test_windows_are_in_steps_when_the_log_is_written_every_10_steps() -> None:
+    """TRL logs every 10 steps by default: a 5-step window is one row; entropy below h* from step 10 to 60 has been
+    below for 51 steps, not 6 rows."""
+    det = AdvantageCollapse()
+    a = one([x for s in range(10, 40, 10) if (x := det.observe(s, zv_row(0.9))) is not None])
+    assert (a.step, a.fired_at) == (20, 20)  # the second row tells the interval; one row covers the window
+    det = EntropyCollapse()
+    alerts = [(s, x) for s in range(10, 80, 10) if (x := det.observe(s, {"entropy/token_mean": 0.3}))]
+    assert [s for s, _ in alerts] == [60] and alerts[0][1].evidence["steps_below"] == 51
+    # a 20-step clipping window filled by two rows 10 steps apart
+    clip = ClippingAnomaly()
+    assert [x.fired_at for s in (10, 20, 30) if (x := clip.observe(s, clip_row(0.3, 0.2)))] == [20]
+
+
+def test_advantage_collapse_alert_carries_its_current_value_and_escalates() -> None:
+    """The demo's stale advice: onset at 63% (warning), last steps at 99% (above its own critical threshold)."""
+    det = AdvantageCollapse()
+    alerts = feed(det, [zv_row(0.63)] * 5 + [zv_row(0.99)] * 10)
+    a = one(alerts)
+    assert a.evidence["zero_variance_frac"] == 0.63  # what it was at onset
+    assert a.current["step"] == 15 and a.current["evidence"]["zero_variance_frac"] == 0.99
+    assert a.severity == "critical" and a.escalations[0]["to"] == "critical"
+    feed(det, [zv_row(0.0)] * 6, start=16)
+    assert a.cleared_at is not None and not det.active
+
+
+def test_entropy_fix_never_offers_clip_higher_where_nothing_clips_or_it_is_on() -> None:
+    rows = entropy_rows([0.3] * 5)
+    on_policy = one(feed(EntropyCollapse({"epochs": 1, "mini_batches": 1}, patience=3), rows))
+    assert "clip-higher cannot act" in on_policy.fix and "algo.eps_high" not in " ".join(on_policy.actions)
+    assert on_policy.fix.startswith("an entropy bonus")
+    already = one(feed(EntropyCollapse({"epochs": 2, "eps_low": 0.2, "eps_high": 0.28}, patience=3), rows))
+    assert "clip-higher is on (eps_high=0.28)" in already.fix and "clip-higher (algo.eps_high=0.28)" not in already.fix
+    bonus_on = one(feed(EntropyCollapse({"epochs": 2, "entropy_coef": 0.001}, patience=3), rows))
+    assert "a larger entropy bonus (algo.entropy_coef is 0.001)" in bonus_on.fix
+    unknown = one(feed(EntropyCollapse(patience=3), rows))
+    assert "carries no config" in unknown.fix
+
+
+def test_low_entropy_at_the_accuracy_ceiling_is_convergence_not_collapse() -> None:
+    rows = [{"entropy/token_mean": 0.05, "reward/accuracy": 0.99}] * 5
+    a = one(feed(EntropyCollapse(patience=3), rows))
+    assert (a.mode, a.severity) == ("convergence", "info") and a.evidence["accuracy"] == 0.99
+    assert "harder data" in a.fix and a.actions == []
+    # a 0/1 reward (verl's score with min 0, max 1) is an accuracy too
+    rows = [{"entropy/token_mean": 0.05, "reward/mean": 0.97, "reward/min": 0.0, "reward/max": 1.0}] * 5
+    assert one(feed(EntropyCollapse(patience=3), rows)).mode == "convergence"
+    # the same entropy at 40% accuracy is a collapse
+    rows = [{"entropy/token_mean": 0.05, "reward/accuracy": 0.4}] * 5
+    assert one(feed(EntropyCollapse(patience=3), rows)).mode == "entropy collapse"
+
+
+def test_saturation_verdict_on_accuracy_all_correct_groups_or_held_out_ceiling() -> None:
+    a = one(feed(Saturation(), [{"reward/accuracy": 0.97}] * 12))
+    assert (a.mode, a.severity, a.fired_at) == ("converged / saturated", "info", 10)
+    assert a.evidence["accuracy"] == 0.97 and "harder data" in a.fix
+    a = one(feed(Saturation(), [{"zv/all_correct": 0.9, "reward/accuracy": 0.9}] * 10))
+    assert a.evidence["all_correct_groups"] == 0.9
+    a = one(feed(Saturation(), [{"reward/accuracy": 0.6, "eval/accuracy": 1.0}]))
+    assert a.evidence["held_out_accuracy"] == 1.0
+    assert feed(Saturation(), [{"reward/accuracy": 0.9, "zv/all_correct": 0.5}] * 30) == []
+    # a reward mean with no known range is not an accuracy
+    assert feed(Saturation(), [{"reward/mean": 0.99}] * 30) == []

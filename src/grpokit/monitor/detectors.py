@@ -2,8 +2,20 @@
 
 Each detector is one small class with documented, configurable thresholds. Fed one metrics row per step, it
 returns an `Alert` when its failure mode starts (with the step it started at, the numbers that show it, a
-severity and the fix named after the seed technique that addresses it), and stays quiet while the mode persists.
-A detector whose inputs a log lacks reports them as not measurable; nothing is guessed.
+severity and the fix named after the seed technique that addresses it), and stays quiet while the mode persists;
+the alert it returned keeps the mode's *current* value (`Alert.current`) and escalates its severity while the mode
+lasts, and records when it cleared. A detector whose inputs a log lacks reports them as not measurable; nothing is
+guessed.
+
+Robustness rules every detector follows (a property test feeds them random and degenerate series):
+
+- windows and patience are in **training steps**, not rows: a log written every 10 steps fills a 5-step window
+  with one row (see `StepWindow`);
+- a row lacking a signal (or holding NaN / inf / a non-number there) neither counts nor crashes;
+- relative rules ("grew 3x", "10x its median") also need an absolute floor, and their evidence states the
+  absolute values;
+- a fix is only offered when the run does not already use it and it can act in the run's configuration
+  (`context`: the recipe's switches; empty when the log carries no config, and then the fix says so).
 """
 
 from __future__ import annotations
@@ -20,7 +32,10 @@ SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 
 @dataclass
 class Alert:
-    """A failure mode that started at `step` (onset) and was confirmed at `fired_at`."""
+    """A failure mode that started at `step` (onset) and was confirmed at `fired_at`.
+
+    While the mode lasts, `current` holds the latest step's message and evidence, `escalations` every severity
+    change, and `cleared_at` the step it cleared (None while active)."""
 
     mode: str
     detector: str
@@ -31,6 +46,9 @@ class Alert:
     evidence: dict[str, Any]
     fix: str
     actions: list[str] = field(default_factory=list)  # config changes autopilot may apply (key=value)
+    current: dict[str, Any] | None = None
+    escalations: list[dict[str, Any]] = field(default_factory=list)
+    cleared_at: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -38,11 +56,19 @@ class Alert:
 
 def _num(m: dict[str, Any], key: str) -> float:
     v = m.get(key)
+    if isinstance(v, bool):
+        return float(v)
     try:
         f = float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return math.nan
     return f
+
+
+def _finite(m: dict[str, Any], key: str) -> float:
+    """The value if it is a finite number, else NaN (inf counts as not logged for trend rules)."""
+    f = _num(m, key)
+    return f if math.isfinite(f) else math.nan
 
 
 def _first(m: dict[str, Any], keys: Iterable[str]) -> tuple[str | None, float]:
@@ -62,6 +88,51 @@ def _slope(ys: list[float]) -> float:
     return sum((i - xm) * (y - ym) for i, y in enumerate(ys)) / den
 
 
+def _r(x: float, nd: int = 4) -> float | None:
+    return round(x, nd) if isinstance(x, (int, float)) and math.isfinite(x) else None
+
+
+class StepWindow:
+    """The rows of the last `size` training steps, whatever the logging interval.
+
+    A row stands for the steps since the previous row (`interval`, the latest step difference), so the window is
+    full once the rows it holds cover `size` steps: `size` rows when every step is logged, one row when the log is
+    written every `size` steps or less often. A step that goes backwards (a restart) empties the window; a
+    repeated step replaces its row."""
+
+    def __init__(self, size: int) -> None:
+        self.size = max(int(size), 1)
+        self.items: deque[tuple[int, Any]] = deque()
+        self.interval = 1
+
+    def add(self, step: int, item: Any) -> None:
+        if self.items:
+            last = self.items[-1][0]
+            if step == last:
+                self.items[-1] = (step, item)
+                return
+            if step < last:
+                self.items.clear()
+                self.interval = 1
+            else:
+                self.interval = step - last
+        self.items.append((step, item))
+        while self.items and self.items[0][0] <= step - self.size:
+            self.items.popleft()
+
+    def full(self) -> bool:
+        return bool(self.items) and self.items[-1][0] - self.items[0][0] + self.interval >= self.size
+
+    def values(self) -> list[Any]:
+        return [x for _, x in self.items]
+
+    def first_step(self) -> int:
+        return self.items[0][0]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
 class Detector:
     """Base: `observe(step, metrics)` -> Alert | None. Subclasses implement `check`."""
 
@@ -72,18 +143,24 @@ class Detector:
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
         self.context = context or {}
         for k, v in params.items():
-            if not hasattr(self, k):
+            if not hasattr(self, k) or k.startswith("_") or callable(getattr(self, k)):
                 raise ValueError(f"detector {self.name} has no threshold {k!r}")
             setattr(self, k, v)
         self.active = False
         self.onset: int | None = None
+        self.alert: Alert | None = None  # the alert of the current (or last) episode
+
+    @property
+    def min_steps(self) -> int:
+        """Training steps a log must cover before this detector can judge (used for "too few steps")."""
+        return int(getattr(self, "window", 1))
 
     def missing(self, available: set[str]) -> list[str]:
         """Required signals absent from a log (each entry lists its alternatives)."""
         return [" or ".join(alts) for alts in self.requires if not any(a in available for a in alts)]
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
-        """Return (condition holds now, alert to emit if it just started)."""
+        """Return (condition holds now, alert describing it now)."""
         raise NotImplementedError
 
     cooldown = 10  # steps after a mode clears before the same detector may alert again (no alert spam)
@@ -93,36 +170,64 @@ class Detector:
         if holds and not self.active:
             self.active = True
             last = getattr(self, "_cleared_at", None)
-            if last is not None and step - last <= self.cooldown:
+            if last is not None and step - last <= self.cooldown and self.alert is not None:
+                self.alert.cleared_at = None  # the same episode came back: keep updating its alert, silently
+                if alert is not None:
+                    self._update(step, alert)
                 return None
+            self.onset = step
+            if alert is not None:
+                alert.current = {"step": step, "message": alert.message, "evidence": dict(alert.evidence)}
+                self.alert = alert
             return alert
+        if holds and self.active and alert is not None and self.alert is not None:
+            self._update(step, alert)
         if not holds and self.active:
             self.active = False
             self._cleared_at = step
+            if self.alert is not None:
+                self.alert.cleared_at = step
         return None
+
+    def _update(self, step: int, new: Alert) -> None:
+        """The mode persists: record its current value; escalate (never de-escalate) its severity."""
+        a = self.alert
+        assert a is not None
+        a.current = {"step": step, "message": new.message, "evidence": dict(new.evidence)}
+        if new.mode != a.mode:
+            a.escalations.append({"step": step, "mode": new.mode, "from_mode": a.mode})
+            a.mode = new.mode
+        if SEVERITY_RANK.get(new.severity, 9) < SEVERITY_RANK.get(a.severity, 9):
+            a.escalations.append({"step": step, "from": a.severity, "to": new.severity})
+            a.severity = new.severity
+        a.fix, a.actions = new.fix, list(new.actions)
 
 
 class Windowed(Detector):
-    """Keeps the last `window` values of one signal (the first available of `keys`)."""
+    """Keeps the last `window` training steps of one signal (the first available of `keys`)."""
 
     window = 5
     keys: tuple[str, ...] = ()
 
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
         super().__init__(context, **params)
-        self.values: deque[tuple[int, float]] = deque(maxlen=self.window)
+        self.values = StepWindow(self.window)
 
     def push(self, step: int, m: dict[str, Any]) -> str | None:
         key, v = _first(m, self.keys)
         if key is not None:
-            self.values.append((step, v))
+            self.values.add(step, v)
         return key
 
     def full(self) -> bool:
-        return len(self.values) == self.window
+        return self.values.full()
 
     def mean(self) -> float:
-        return statistics.fmean(v for _, v in self.values)
+        vals = self.values.values()
+        return statistics.fmean(vals) if vals else math.nan
+
+    def vals(self) -> list[float]:
+        return self.values.values()
 
 
 DETECTORS: dict[str, type[Detector]] = {}
@@ -131,6 +236,45 @@ DETECTORS: dict[str, type[Detector]] = {}
 def register(cls: type[Detector]) -> type[Detector]:
     DETECTORS[cls.name] = cls
     return cls
+
+
+def _unknown_config_note(ctx: dict[str, Any]) -> str:
+    return "" if ctx else " (this log carries no config: skip whichever of these the run already uses)"
+
+
+def _on_policy(ctx: dict[str, Any]) -> bool | None:
+    """True when each batch is used for exactly one optimizer step (the PPO ratio is 1: nothing can clip);
+    None when the log does not say."""
+    if not ctx or ("epochs" not in ctx and "mini_batches" not in ctx):
+        return None
+    try:
+        return int(ctx.get("epochs") or 1) * int(ctx.get("mini_batches") or 1) == 1 and not ctx.get("off_policy")
+    except (TypeError, ValueError):
+        return None
+
+
+def accuracy_now(m: dict[str, Any], reward_is_accuracy: bool = False) -> tuple[str | None, float]:
+    """The best accuracy signal in a row: train accuracy, held-out accuracy, or (when the caller knows the reward is
+    a 0/1 score) the mean reward."""
+    keys = ["reward/accuracy", "eval/accuracy"] + (["reward/mean"] if reward_is_accuracy else [])
+    return _first(m, keys)
+
+
+class _RewardRange:
+    """Tracks whether a log's reward has stayed within [0, 1] (per-step min/max when logged): then its mean is
+    an accuracy (verl's `critic/score` with a 0/1 verifier)."""
+
+    def __init__(self) -> None:
+        self.lo, self.hi, self.seen = math.inf, -math.inf, False
+
+    def update(self, m: dict[str, Any]) -> None:
+        lo, hi = _finite(m, "reward/min"), _finite(m, "reward/max")
+        if math.isfinite(lo) and math.isfinite(hi):
+            self.lo, self.hi, self.seen = min(self.lo, lo), max(self.hi, hi), True
+
+    @property
+    def zero_one(self) -> bool:
+        return self.seen and self.lo >= 0.0 and self.hi <= 1.0 and self.hi > self.lo
 
 
 @register
@@ -145,28 +289,27 @@ class AdvantageCollapse(Windowed):
 
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
         super().__init__(context, **params)
-        self.correct: deque[float] = deque(maxlen=self.window)
-        self.wrong: deque[float] = deque(maxlen=self.window)
+        self.split = StepWindow(self.window)
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         key = self.push(step, m)
         if key is None:
             return self.active, None
-        self.correct.append(_num(m, "zv/all_correct"))
-        self.wrong.append(_num(m, "zv/all_wrong"))
+        self.split.add(step, (_finite(m, "zv/all_correct"), _finite(m, "zv/all_wrong")))
         if not self.full() or self.mean() < self.threshold:
             return False, None
         zv = self.mean()
-        ev: dict[str, Any] = {"zero_variance_frac": round(zv, 3), "signal": key, "window": self.window}
-        c = [x for x in self.correct if math.isfinite(x)]
-        w = [x for x in self.wrong if math.isfinite(x)]
+        ev: dict[str, Any] = {"zero_variance_frac": round(zv, 3), "signal": key, "window_steps": self.window}
+        c = [x for x, _ in self.split.values() if math.isfinite(x)]
+        w = [x for _, x in self.split.values() if math.isfinite(x)]
         if c and w:
             ev["all_correct_frac"] = round(statistics.fmean(c), 3)
             ev["all_wrong_frac"] = round(statistics.fmean(w), 3)
         ev["wasted_compute"] = f"~{zv:.0%} of sampled groups give no gradient"
         hard = ev.get("all_wrong_frac", 0) >= ev.get("all_correct_frac", 0)
         data = "easier prompts (the model fails every sample)" if hard else "harder prompts (the model always succeeds)"
-        if self.context.get("dynamic_sampling"):
+        ds = self.context.get("dynamic_sampling")
+        if ds:
             fix = (
                 f"dynamic sampling is on and pays for this with extra generation rounds: a data mix with {data} "
                 "(grpokit preflight filters them), or a larger group size G"
@@ -174,18 +317,18 @@ class AdvantageCollapse(Windowed):
         else:
             fix = (
                 f"DAPO dynamic sampling (algo.dynamic_sampling=true) to drop degenerate groups; a data mix with "
-                f"{data} (grpokit preflight filters them); a larger group size G"
+                f"{data} (grpokit preflight filters them); a larger group size G" + _unknown_config_note(self.context)
             )
-        actions = [] if self.context.get("dynamic_sampling") else ["algo.dynamic_sampling=true"]
+        actions = [] if ds else ["algo.dynamic_sampling=true"]
         sev = "critical" if zv >= self.critical else "warning"
+        what = "accuracy" if key == "zv/acc_frac" else "reward"
         return True, Alert(
             self.mode,
             self.name,
-            self.values[0][0],
+            self.values.first_step(),
             step,
             sev,
-            f"{zv:.0%} of groups have zero {'accuracy' if key == 'zv/acc_frac' else 'reward'} variance over the last "
-            f"{self.window} steps",
+            f"{zv:.0%} of groups have zero {what} variance over the last {self.window} steps",
             ev,
             fix,
             actions,
@@ -194,60 +337,126 @@ class AdvantageCollapse(Windowed):
 
 @register
 class EntropyCollapse(Detector):
-    """§17.7: mean token entropy strictly below `h_star` nats for more than `patience` consecutive steps
-    (NaN resets the counter and raises an 'entropy metric missing' alert); relative variant: below
-    `rel_frac` x the mean of the first `baseline_steps` steps for more than `patience` steps."""
+    """§17.7: mean token entropy strictly below `h_star` nats for more than `patience` consecutive training steps
+    (NaN resets the counter and raises an 'entropy metric missing' alert; a row without the signal, such as a skipped
+    update, neither counts nor resets: the steps it covers still count); relative variant: below `rel_frac` x the
+    mean of the first `baseline_steps` logged values for more than `patience` steps. While accuracy is at
+    `ceiling` (train or held-out accuracy, or a 0/1 reward) low entropy is reported as convergence, not collapse."""
 
     name, mode = "entropy_collapse", "entropy collapse"
-    h_star, patience, rel_frac, baseline_steps = 0.5, 50, 0.1, 10
+    h_star, patience, rel_frac, baseline_steps, ceiling = 0.5, 50, 0.1, 10, 0.95
     requires = (("entropy/token_mean",),)
 
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
         super().__init__(context, **params)
         self.count = self.rel_count = 0
+        self.since: int | None = None
+        self.rel_since: int | None = None
         self.baseline: list[float] = []
         self.missing_reported = False
+        self.acc: tuple[str | None, float] = (None, math.nan)
+        self.range = _RewardRange()
+
+    @property
+    def min_steps(self) -> int:
+        return int(self.patience) + 1
+
+    def _fix(self) -> tuple[str, list[str]]:
+        ctx = self.context
+        parts: list[str] = []
+        actions: list[str] = []
+        on_policy = _on_policy(ctx)
+        eps_high, eps_low = ctx.get("eps_high"), ctx.get("eps_low")
+        if on_policy:
+            parts.append(
+                "(clip-higher cannot act here: each batch is used once, epochs x mini-batches = 1, so the ratio "
+                "is 1 and nothing clips)"
+            )
+        elif isinstance(eps_high, (int, float)) and isinstance(eps_low, (int, float)) and eps_high > eps_low:
+            parts.append(f"clip-higher is on (eps_high={eps_high}): raise it further (algo.eps_high+=0.04)")
+            actions.append("algo.eps_high+=0.04")
+        else:
+            parts.append("clip-higher (algo.eps_high=0.28)")
+            actions.append("algo.eps_high+=0.04")
+        coef = ctx.get("entropy_coef")
+        if isinstance(coef, (int, float)) and coef > 0:
+            parts.append(f"a larger entropy bonus (algo.entropy_coef is {coef})")
+        else:
+            parts.append("an entropy bonus (algo.entropy_coef)")
+        actions.append("algo.entropy_coef+=0.001")
+        parts.append("a higher sampling temperature")
+        if ctx.get("policy_loss") not in ("clip_cov", "kl_cov"):
+            parts.append("Clip-Cov / KL-Cov for long runs")
+        if on_policy:
+            parts = parts[1:] + parts[:1]  # what can act first, the note last
+        return ", ".join(parts) + _unknown_config_note(ctx), actions
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
+        self.range.update(m)
+        key, acc = accuracy_now(m, self.range.zero_one)
+        if key is not None:
+            self.acc = (key, acc)
         if "entropy/token_mean" not in m:
             return self.active, None
         h = _num(m, "entropy/token_mean")
         if not math.isfinite(h):
             self.count = self.rel_count = 0
+            self.since = self.rel_since = None
             return False, None
         if len(self.baseline) < self.baseline_steps:
             self.baseline.append(h)
-        self.count = self.count + 1 if h < self.h_star else 0
+        if h < self.h_star:
+            self.since = step if self.since is None else self.since
+            self.count = step - self.since + 1
+        else:
+            self.since, self.count = None, 0
         base = statistics.fmean(self.baseline) if self.baseline else math.nan
         rel = len(self.baseline) >= self.baseline_steps and h < self.rel_frac * base
-        self.rel_count = self.rel_count + 1 if rel else 0
-        if self.count > self.patience or self.rel_count > self.patience:
-            absolute = self.count > self.patience
-            n = self.count if absolute else self.rel_count
-            ev = {
-                "entropy": round(h, 4),
-                "steps_below": n,
-                "threshold": self.h_star if absolute else round(self.rel_frac * base, 4),
-                "initial_entropy": round(base, 4),
-            }
-            why = f"below {self.h_star} nats" if absolute else f"below {self.rel_frac:.0%} of its initial {base:.2f}"
-            fix = (
-                "clip-higher (algo.eps_high=0.28), an entropy bonus (algo.entropy_coef), a higher sampling "
-                "temperature; Clip-Cov / KL-Cov for long runs"
-            )
-            actions = ["algo.eps_high+=0.04", "algo.entropy_coef+=0.001"]
+        if rel:
+            self.rel_since = step if self.rel_since is None else self.rel_since
+            self.rel_count = step - self.rel_since + 1
+        else:
+            self.rel_since, self.rel_count = None, 0
+        if self.count <= self.patience and self.rel_count <= self.patience:
+            return False, None
+        absolute = self.count > self.patience
+        n = self.count if absolute else self.rel_count
+        ev: dict[str, Any] = {
+            "entropy": round(h, 4),
+            "steps_below": n,
+            "threshold": self.h_star if absolute else round(self.rel_frac * base, 4),
+            "initial_entropy": round(base, 4),
+        }
+        why = f"below {self.h_star} nats" if absolute else f"below {self.rel_frac:.0%} of its initial {base:.2f}"
+        acc_key, acc_v = self.acc
+        if acc_key is not None and acc_v >= self.ceiling:
+            ev["accuracy"] = round(acc_v, 3)
+            ev["accuracy_signal"] = acc_key
             return True, Alert(
-                self.mode,
+                "convergence",
                 self.name,
                 step - n + 1,
                 step,
-                "critical",
-                f"token entropy {h:.3f} has been {why} for {n} steps",
+                "info",
+                f"token entropy {h:.3f} has been {why} for {n} steps with accuracy at {acc_v:.0%}: the policy has "
+                "converged on answers it gets right (one right answer per prompt), not collapsed",
                 ev,
-                fix,
-                actions,
+                "the task is solved for this model: stop here, or train on harder data (grpokit preflight filters "
+                "always-solved prompts); if the task needs diverse answers, treat it as entropy collapse",
+                [],
             )
-        return False, None
+        fix, actions = self._fix()
+        return True, Alert(
+            self.mode,
+            self.name,
+            step - n + 1,
+            step,
+            "critical",
+            f"token entropy {h:.3f} has been {why} for {n} steps",
+            ev,
+            fix,
+            actions,
+        )
 
     def observe(self, step: int, m: dict[str, Any]) -> Alert | None:
         alert = super().observe(step, m)
@@ -269,41 +478,43 @@ class EntropyCollapse(Detector):
 
 @register
 class KLDrift(Windowed):
-    """KL to the reference (§17.3): above `kl_max`, or growing without bound (slope > 0 over `window` steps and
-    the last value > `growth` x the first and > `kl_floor`). Opposite failure: with a KL penalty on, the penalty
-    term exceeds the policy-gradient term while reward stalls (slope <= 0) for `window` steps."""
+    """KL to the reference (§17.3): above `kl_max`, or growing without bound (slope > 0 over `window` steps, the
+    last value > `growth` x the first (the first floored at `kl_floor`) and above the absolute floor `min_kl`: a KL
+    going 0.006 -> 0.03 is not drift). Opposite failure: with a KL penalty on, the penalty term exceeds the
+    policy-gradient term while reward stalls (slope <= 0) for `window` steps."""
 
     name, mode = "kl_drift", "KL drift"
-    kl_max, growth, kl_floor, window = 0.5, 3.0, 0.01, 10
+    kl_max, growth, kl_floor, min_kl, window = 0.5, 3.0, 0.01, 0.1, 10
     keys = ("kl_ref/k3", "kl_ref/k1", "actor/kl_loss")
     requires = (keys,)
 
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
         super().__init__(context, **params)
-        self.rewards: deque[float] = deque(maxlen=self.window)
-        self.dominates: deque[bool] = deque(maxlen=self.window)
+        self.rewards = StepWindow(self.window)
+        self.dominates = StepWindow(self.window)
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         key = self.push(step, m)
-        r = _num(m, "reward/mean")
+        r = _finite(m, "reward/mean")
         if math.isfinite(r):
-            self.rewards.append(r)
-        coef, kl_loss, pg = _num(m, "kl/coef"), _num(m, "actor/kl_loss"), _num(m, "actor/pg_loss")
+            self.rewards.add(step, r)
+        coef, kl_loss, pg = _finite(m, "kl/coef"), _finite(m, "actor/kl_loss"), _finite(m, "actor/pg_loss")
         # the policy-gradient term's scale: mean |advantage| when logged (the value of a group-normalised surrogate
         # is ~0 on-policy whatever its gradient), else |pg loss|
-        pg_scale = _num(m, "adv/abs_mean")
+        pg_scale = _finite(m, "adv/abs_mean")
         if not math.isfinite(pg_scale):
             pg_scale = abs(pg)
         if math.isfinite(coef) and math.isfinite(kl_loss) and math.isfinite(pg_scale):
-            self.dominates.append(coef * kl_loss > pg_scale and coef > 0)
+            self.dominates.add(step, coef * kl_loss > pg_scale and coef > 0)
         if key is None:
             return self.active, None
-        vals = [v for _, v in self.values]
+        vals = self.vals()
         last = vals[-1]
         fix = (
             "decoupled KL (no KL in the reward; algo.kl_placement=loss), an adaptive coefficient "
             "(algo.kl_controller=adaptive), an EMA reference (algo.reference=ema)"
         )
+        actions = [] if self.context.get("kl_controller") == "adaptive" else ["algo.kl_controller=adaptive"]
         if last > self.kl_max:
             return True, Alert(
                 self.mode,
@@ -314,39 +525,44 @@ class KLDrift(Windowed):
                 f"KL to the reference {last:.3f} exceeds {self.kl_max}",
                 {"kl": round(last, 4), "signal": key},
                 fix,
-                ["algo.kl_controller=adaptive"],
+                actions,
             )
         if (
             self.full()
+            and len(vals) >= 2
             and _slope(vals) > 0
             and last > self.growth * max(vals[0], self.kl_floor)
-            and last > self.kl_floor
+            and last > max(self.kl_floor, self.min_kl)
         ):
             return True, Alert(
                 self.mode,
                 self.name,
-                self.values[0][0],
+                self.values.first_step(),
                 step,
                 "warning",
-                f"KL to the reference grew {last / max(vals[0], self.kl_floor):.1f}x in {self.window} steps",
+                f"KL to the reference grew from {vals[0]:.4g} to {last:.4g} "
+                f"({last / max(vals[0], self.kl_floor):.1f}x) in {step - self.values.first_step() + 1} steps",
                 {"kl_first": round(vals[0], 5), "kl_last": round(last, 5), "signal": key},
                 fix,
-                ["algo.kl_controller=adaptive"],
+                actions,
             )
+        dom = self.dominates.values()
         if (
-            len(self.dominates) == self.window
-            and all(self.dominates)
-            and len(self.rewards) == self.window
-            and (_slope(list(self.rewards)) <= 0)
+            self.dominates.full()
+            and dom
+            and all(dom)
+            and self.rewards.full()
+            and len(self.rewards) >= 2
+            and _slope(self.rewards.values()) <= 0
         ):
             return True, Alert(
                 self.mode,
                 self.name,
-                step - self.window + 1,
+                self.dominates.first_step(),
                 step,
                 "warning",
                 "the KL penalty outweighs the policy gradient and reward has stalled",
-                {"kl_coef": coef, "kl_loss": round(kl_loss, 5), "pg_scale": round(pg_scale, 5)},
+                {"kl_coef": coef, "kl_loss": _r(kl_loss, 5), "pg_scale": _r(pg_scale, 5)},
                 "lower the KL coefficient or use an adaptive controller (algo.kl_controller=adaptive)",
                 ["algo.kl_coef*=0.5"],
             )
@@ -368,23 +584,32 @@ class LengthBias(Windowed):
         super().__init__(context, **params)
         self.first_len: list[float] = []
         self.first_acc: list[float] = []
-        self.ratios: deque[float] = deque(maxlen=self.window)
+        self.ratios = StepWindow(self.window)
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         self.push(step, m)
-        inc, cor = _num(m, "length/incorrect_mean"), _num(m, "length/correct_mean")
-        self.ratios.append(inc / cor if math.isfinite(inc) and math.isfinite(cor) and cor > 0 else math.nan)
-        sustained = len(self.ratios) == self.window and all(r > self.ratio for r in self.ratios)
-        mean, acc = _num(m, "length/mean"), _num(m, "reward/accuracy")
+        inc, cor = _finite(m, "length/incorrect_mean"), _finite(m, "length/correct_mean")
+        if math.isfinite(inc) or math.isfinite(cor):
+            self.ratios.add(step, inc / cor if math.isfinite(inc) and math.isfinite(cor) and cor > 0 else math.nan)
+        rs = self.ratios.values()
+        sustained = self.ratios.full() and bool(rs) and all(r > self.ratio for r in rs)
+        mean, acc = _finite(m, "length/mean"), _finite(m, "reward/accuracy")
         fix = (
             "token-level aggregation (algo.loss_agg=token-mean), Dr. GRPO normalisation "
             "(algo.loss_agg=constant-norm, algo.adv_scale=none), overlong shaping (algo.soft_overlong=true)"
         )
-        if self.full() and sustained and _slope([v for _, v in self.values]) > 0:
+        if (
+            self.full()
+            and sustained
+            and math.isfinite(inc)
+            and math.isfinite(cor)
+            and cor > 0
+            and _slope(self.vals()) > 0
+        ):
             return True, Alert(
                 self.mode,
                 self.name,
-                self.values[0][0],
+                self.values.first_step(),
                 step,
                 "warning",
                 f"incorrect responses ({inc:.0f} tokens) are {inc / cor:.1f}x longer than correct "
@@ -428,19 +653,23 @@ class Truncation(Windowed):
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         if self.push(step, m) is None or not self.full():
             return self.active, None
-        vals = [v for _, v in self.values]
+        vals = self.vals()
         if self.mean() >= self.threshold and vals[-1] >= vals[0]:
+            fix = (
+                "overlong filtering (algo.overlong_filter=true) or soft overlong punishment "
+                "(algo.soft_overlong=true), or a larger rollout.max_new_tokens"
+            )
+            actions = [] if self.context.get("soft_overlong") else ["algo.soft_overlong=true"]
             return True, Alert(
                 self.mode,
                 self.name,
-                self.values[0][0],
+                self.values.first_step(),
                 step,
                 "warning",
                 f"{self.mean():.0%} of responses hit the length limit",
-                {"truncation_rate": round(self.mean(), 3)},
-                "overlong filtering (algo.overlong_filter=true) or soft overlong punishment "
-                "(algo.soft_overlong=true), or a larger rollout.max_new_tokens",
-                ["algo.soft_overlong=true"],
+                {"truncation_rate": round(self.mean(), 3), "now": round(vals[-1], 3)},
+                fix,
+                actions,
             )
         return False, None
 
@@ -460,37 +689,43 @@ class ClippingAnomaly(Windowed):
 
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
         super().__init__(context, **params)
-        self.totals: deque[float] = deque(maxlen=self.window)
+        self.totals = StepWindow(self.window)
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         self.push(step, m)
-        tot = _num(m, "actor/clipfrac")
+        tot = _finite(m, "actor/clipfrac")
         if not math.isfinite(tot):
-            tot = sum(v for v in (_num(m, "actor/clipfrac_high"), _num(m, "actor/clipfrac_low")) if math.isfinite(v))
-        self.totals.append(tot)
-        if len(self.totals) < self.window:
+            parts = [
+                v for v in (_finite(m, "actor/clipfrac_high"), _finite(m, "actor/clipfrac_low")) if math.isfinite(v)
+            ]
+            if not parts:
+                return self.active, None
+            tot = sum(parts)
+        self.totals.add(step, tot)
+        if not self.totals.full():
             return self.active, None
         ctx = self.context
-        if ctx.get("policy_loss") not in self.CLIPS_BY_DESIGN and statistics.fmean(self.totals) > self.high:
+        mean = statistics.fmean(self.totals.values())
+        if ctx.get("policy_loss") not in self.CLIPS_BY_DESIGN and mean > self.high:
             return True, Alert(
                 self.mode,
                 self.name,
-                step - self.window + 1,
+                self.totals.first_step(),
                 step,
                 "warning",
-                f"{statistics.fmean(self.totals):.0%} of tokens are clipped: most of each update is thrown away",
-                {"clip_frac": round(statistics.fmean(self.totals), 3)},
+                f"{mean:.0%} of tokens are clipped: most of each update is thrown away",
+                {"clip_frac": round(mean, 3)},
                 "a lower learning rate (train.lr) or fewer epochs per batch",
                 ["train.lr*=0.5"],
             )
-        off_policy = ctx.get("epochs", 1) * ctx.get("mini_batches", 1) > 1
-        clip_higher = (ctx.get("eps_high") or 0) > (ctx.get("eps_low") or 0)
-        highs = [v for _, v in self.values if self.values]
-        if off_policy and clip_higher and len(highs) == self.window and max(highs) == 0.0:
+        off_policy = _on_policy(ctx) is False
+        clip_higher = isinstance(ctx.get("eps_high"), (int, float)) and ctx["eps_high"] > (ctx.get("eps_low") or 0)
+        highs = self.vals()
+        if off_policy and clip_higher and self.full() and highs and max(highs) == 0.0:
             return True, Alert(
                 self.mode,
                 self.name,
-                step - self.window + 1,
+                self.values.first_step(),
                 step,
                 "info",
                 f"clip-higher is configured but the high clip never fired in {self.window} steps",
@@ -512,8 +747,10 @@ class SamplerMismatch(Windowed):
     requires = (("mismatch/kl_k3", "mismatch/frac_high", "mismatch/abs_diff_max"),)
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
-        self.push(step, m)
-        frac, amax = _num(m, "mismatch/frac_high"), _num(m, "mismatch/abs_diff_max")
+        key = self.push(step, m)
+        frac, amax = _finite(m, "mismatch/frac_high"), _finite(m, "mismatch/abs_diff_max")
+        if key is None and not math.isfinite(frac) and not math.isfinite(amax):
+            return self.active, None
         bad = (
             (self.full() and self.mean() > self.kl_max)
             or (math.isfinite(frac) and frac > self.frac_max)
@@ -522,9 +759,9 @@ class SamplerMismatch(Windowed):
         if not bad:
             return False, None
         ev = {
-            "mismatch_kl": round(self.mean(), 6) if self.values else None,
-            "frac_rho_above_C": frac,
-            "abs_logp_diff_max": amax,
+            "mismatch_kl": _r(self.mean(), 6) if len(self.values) else None,
+            "frac_rho_above_C": frac if math.isfinite(frac) else None,
+            "abs_logp_diff_max": amax if math.isfinite(amax) else None,
         }
         actions = [] if self.context.get("is_correction") else ["algo.is_correction=token_truncate"]
         return True, Alert(
@@ -554,15 +791,15 @@ class NoisyReward(Windowed):
 
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
         super().__init__(context, **params)
-        self.components: dict[str, deque[float]] = {}
+        self.components: dict[str, StepWindow] = {}
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         self.push(step, m)
-        for key in [k for k in m if k.startswith("reward/corr/")]:
-            v = _num(m, key)
+        for key in [k for k in m if isinstance(k, str) and k.startswith("reward/corr/")]:
+            v = _finite(m, key)
             if math.isfinite(v):
-                self.components.setdefault(key, deque(maxlen=self.window)).append(v)
-        dup = _num(m, "reward/dup_inconsistency")
+                self.components.setdefault(key, StepWindow(self.window)).add(step, v)
+        dup = _finite(m, "reward/dup_inconsistency")
         fix = "audit the verifier (grpokit audit-reward): noisy rewards feed false signal into every group"
         if math.isfinite(dup) and dup > 0:
             return True, Alert(
@@ -576,37 +813,35 @@ class NoisyReward(Windowed):
                 fix,
                 [],
             )
+        acc_corr = _finite(m, "reward/acc_corr")
         if self.full() and abs(self.mean()) > self.corr_max:
-            acc_corr = _num(m, "reward/acc_corr")
             if not math.isfinite(acc_corr) or abs(acc_corr) < abs(self.mean()):
                 return True, Alert(
                     self.mode,
                     self.name,
-                    self.values[0][0],
+                    self.values.first_step(),
                     step,
                     "warning",
                     f"reward correlates with response length (r = {self.mean():.2f}) more than with correctness",
-                    {"length_corr": round(self.mean(), 3), "acc_corr": acc_corr},
+                    {"length_corr": round(self.mean(), 3), "acc_corr": _r(acc_corr, 3)},
                     fix,
                     [],
                 )
-        acc_corr = _num(m, "reward/acc_corr")
-        for key, vals in self.components.items():
+        for key, win in self.components.items():
+            vals = win.values()
+            if not (win.full() and vals):
+                continue
             c = statistics.fmean(vals)
-            if (
-                len(vals) == self.window
-                and abs(c) > self.corr_max
-                and (not math.isfinite(acc_corr) or abs(acc_corr) < abs(c))
-            ):
+            if abs(c) > self.corr_max and (not math.isfinite(acc_corr) or abs(acc_corr) < abs(c)):
                 name = key.removeprefix("reward/corr/")
                 return True, Alert(
                     self.mode,
                     self.name,
-                    step - self.window + 1,
+                    win.first_step(),
                     step,
                     "warning",
                     f"reward follows its '{name}' component (r = {c:.2f}) more than correctness",
-                    {f"corr_{name}": round(c, 3), "acc_corr": acc_corr},
+                    {f"corr_{name}": round(c, 3), "acc_corr": _r(acc_corr, 3)},
                     fix + "; lower the weight of the non-correctness reward",
                     [],
                 )
@@ -616,19 +851,24 @@ class NoisyReward(Windowed):
 @register
 class Numerical(Detector):
     """NaN/inf loss (`train/nonfinite_loss`), non-finite gradients (`train/nonfinite_grad`), or a gradient-norm spike
-    above `spike` x the median of the previous `history` steps."""
+    above `spike` x the median of the previous `history` steps and above the absolute floor `grad_floor` (a norm
+    going 0.01 -> 0.2 is no trouble; a log whose norms are mostly 0 has median 0 and is judged on the floor)."""
 
     name, mode = "numerical", "numerical trouble"
-    spike, history = 10.0, 20
+    spike, history, grad_floor = 10.0, 20, 1.0
     requires = (("train/grad_norm", "train/nonfinite_grad", "train/nonfinite_loss"),)
 
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
         super().__init__(context, **params)
-        self.norms: deque[float] = deque(maxlen=self.history)
+        self.norms = StepWindow(self.history)
+
+    @property
+    def min_steps(self) -> int:
+        return 6
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         # logs store a NaN loss as null (indistinguishable from "not logged"), so the trainer flags it explicitly
-        if _num(m, "train/nonfinite_loss") > 0:
+        if _finite(m, "train/nonfinite_loss") > 0:
             return True, Alert(
                 self.mode,
                 self.name,
@@ -640,7 +880,7 @@ class Numerical(Detector):
                 "lower the learning rate; check rewards for NaN",
                 ["train.lr*=0.5"],
             )
-        if _num(m, "train/nonfinite_grad") > 0:
+        if _finite(m, "train/nonfinite_grad") > 0:
             return True, Alert(
                 self.mode,
                 self.name,
@@ -653,23 +893,103 @@ class Numerical(Detector):
                 ["train.lr*=0.5"],
             )
         g = _num(m, "train/grad_norm")
-        if math.isfinite(g):
-            if len(self.norms) >= 5 and g > self.spike * statistics.median(self.norms):
-                med = statistics.median(self.norms)
-                self.norms.append(g)
+        if g == math.inf:
+            return True, Alert(
+                self.mode,
+                self.name,
+                step,
+                step,
+                "critical",
+                "the gradient norm is infinite",
+                {"grad_norm": "inf"},
+                "lower the learning rate; use fp32",
+                ["train.lr*=0.5"],
+            )
+        if not math.isfinite(g):
+            return (self.active, None) if "train/grad_norm" not in m else (False, None)
+        prev = [v for v in self.norms.values() if math.isfinite(v)]
+        self.norms.add(step, g)
+        if len(prev) >= 5:
+            med = statistics.median(prev)
+            if g > self.grad_floor and g > self.spike * med:
+                ratio = f"{g / med:.0f}x its recent median {med:.3g}" if med > 0 else "from a recent median of 0"
                 return True, Alert(
                     self.mode,
                     self.name,
                     step,
                     step,
                     "warning",
-                    f"gradient norm {g:.3g} is {g / med:.0f}x its recent median",
+                    f"gradient norm {g:.3g} is {ratio}",
                     {"grad_norm": g, "median": med},
                     "lower the learning rate (train.lr) or tighten train.max_grad_norm",
                     ["train.lr*=0.5"],
                 )
-            self.norms.append(g)
         return False, None
+
+
+@register
+class Saturation(Windowed):
+    """Converged / saturated: over `window` steps the train accuracy (or a reward known to be a 0/1 score) averages
+    at or above `ceiling`, or the share of all-correct groups averages at or above `all_correct`, or the latest
+    held-out accuracy is at or above `ceiling`. Not a failure of the
+    algorithm: the data is too easy for the model now, and further steps mostly do nothing."""
+
+    name, mode = "saturation", "converged / saturated"
+    ceiling, all_correct, window = 0.95, 0.8, 10
+    keys = ("zv/all_correct",)
+    requires = (("reward/accuracy", "eval/accuracy", "zv/all_correct", "reward/min"),)
+
+    def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
+        super().__init__(context, **params)
+        self.acc = StepWindow(self.window)
+        self.range = _RewardRange()
+        self.eval_acc: tuple[int, float] | None = None
+
+    def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
+        self.range.update(m)
+        self.push(step, m)
+        ev_acc = _finite(m, "eval/accuracy")
+        if math.isfinite(ev_acc):
+            self.eval_acc = (step, ev_acc)
+        key, acc = _first(m, ["reward/accuracy"] + (["reward/mean"] if self.range.zero_one else []))
+        if key is not None:
+            self.acc.add(step, acc)
+        if key is None and not self.vals():
+            return self.active, None
+        acc_vals, ac_vals = self.acc.values(), self.vals()
+        acc_mean = statistics.fmean(acc_vals) if self.acc.full() and acc_vals else math.nan
+        ac_mean = statistics.fmean(ac_vals) if self.full() and ac_vals else math.nan
+        held_out = self.eval_acc[1] if self.eval_acc is not None else math.nan
+        at_ceiling = (
+            (math.isfinite(acc_mean) and acc_mean >= self.ceiling)
+            or (math.isfinite(ac_mean) and ac_mean >= self.all_correct)
+            or (math.isfinite(held_out) and held_out >= self.ceiling)
+        )
+        if not at_ceiling:
+            return False, None
+        ev: dict[str, Any] = {}
+        if math.isfinite(acc_mean):
+            ev["accuracy"] = round(acc_mean, 3)
+            ev["accuracy_signal"] = key or "reward/accuracy"
+        if math.isfinite(ac_mean):
+            ev["all_correct_groups"] = round(ac_mean, 3)
+        if self.eval_acc is not None:
+            ev["held_out_accuracy"] = round(self.eval_acc[1], 3)
+            ev["held_out_step"] = self.eval_acc[0]
+        start = min(w.first_step() for w in (self.acc, self.values) if len(w))
+        return True, Alert(
+            self.mode,
+            self.name,
+            start,
+            step,
+            "info",
+            f"the model solves almost every training prompt now (over the last {self.window} steps): "
+            "most groups are all-correct and give no gradient",
+            ev,
+            "the task is solved for this model: stop training, or move to harder data (grpokit preflight filters "
+            "always-solved prompts)",
+            [],
+        )
 
 
 class Monitor:
