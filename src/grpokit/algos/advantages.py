@@ -135,22 +135,35 @@ def reinforce_pp_advantage(
     r = _to_token_rewards(rewards, mask)
     if token_rewards is not None:
         r = r + token_rewards * mask
+    m = mask.to(r.dtype)
     ret = torch.zeros_like(r)
     run = torch.zeros(r.shape[0], dtype=r.dtype, device=r.device)
     for t in reversed(range(r.shape[1])):
-        run = r[:, t] + gamma * run
+        # masked positions inside a sequence carry the running return through undiscounted (spec §2, as `gae`)
+        run = m[:, t] * (r[:, t] + gamma * run) + (1 - m[:, t]) * run
         ret[:, t] = run
     return masked_whiten(ret, mask)
 
 
 @ADVANTAGES.register("reinforce_pp_baseline")
 def reinforce_pp_baseline_advantage(
-    rewards: torch.Tensor, group_ids: torch.Tensor, *, mask: torch.Tensor
+    rewards: torch.Tensor,
+    group_ids: torch.Tensor,
+    *,
+    mask: torch.Tensor,
+    token_rewards: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """REINFORCE++-baseline (spec §15.2): c_i = R_i - mean_g broadcast to tokens, then global token whitening
-    (c - mu_tok) / sqrt(s^2_tok + 1e-8). Note: zero-variance groups do NOT get 0 after whitening (§19.1)."""
-    mean, _, _, _ = group_stats(rewards.to(torch.float64), group_ids)
-    c = (rewards.to(torch.float64) - mean).to(torch.float32)
+    (c - mu_tok) / sqrt(s^2_tok + 1e-8). Note: zero-variance groups do NOT get 0 after whitening (§19.1).
+
+    `token_rewards` [N,T] (e.g. -beta * k1, KL in the reward, §16) enter as their per-sequence sum before the
+    group mean is taken, R_i <- R_i + sum_t m_t r_t, as verl scores the summed token-level rewards.
+    """
+    r = rewards.to(torch.float64)
+    if token_rewards is not None:
+        r = r + (token_rewards.to(torch.float64) * mask.to(torch.float64)).sum(1)
+    mean, _, _, _ = group_stats(r, group_ids)
+    c = (r - mean).to(torch.float32)
     return masked_whiten(c[:, None].expand_as(mask.float()).clone(), mask)
 
 

@@ -9,6 +9,9 @@ Metrics are floats, token-means over the valid tokens of this call (clip fractio
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import torch
 
 from .advantages import broadcast_advantages, sequence_advantages
@@ -296,12 +299,43 @@ def kl_cov_loss(
     return _zero_masked(loss, mask), {"kl_cov_selected_frac": _frac(sel, mask)}
 
 
-def top_entropy_threshold(entropy: torch.Tensor, mask: torch.Tensor, rho: float) -> float:
-    """tau_rho = quantile_{1-rho} of H over valid tokens of the whole batch (linear interpolation, §14.2)."""
-    vals = entropy.detach()[mask.bool()].to(torch.float32)
-    if vals.numel() == 0:
+def top_entropy_threshold(entropy: torch.Tensor, mask: torch.Tensor, rho: float, *, group: Any = None) -> float:
+    """tau_rho = quantile_{1-rho} of H over valid tokens of the whole batch across all ranks (spec §14.2).
+
+    Linear interpolation as `torch.quantile`: with the n values sorted ascending (v_0..v_{n-1}) and
+    h = (1 - rho)(n - 1), tau = v_floor(h) + (h - floor(h)) (v_ceil(h) - v_floor(h)). The two order statistics
+    come from `torch.kthvalue`, which has no size limit (`torch.quantile` refuses inputs above 2^24 elements,
+    i.e. paper-scale batches). When torch.distributed is initialised the valid entropies of every rank in
+    `group` are gathered first, so every rank gets the same threshold.
+    """
+    vals = entropy.detach()[mask.bool()].to(torch.float32).flatten()
+    vals = _gather_ranks(vals, group)
+    n = vals.numel()
+    if n == 0:
         return float("inf")
-    return float(torch.quantile(vals, 1.0 - rho))
+    h = (1.0 - rho) * (n - 1)
+    lo, hi = math.floor(h), math.ceil(h)
+    v_lo = torch.kthvalue(vals, lo + 1).values.double()
+    v_hi = v_lo if hi == lo else torch.kthvalue(vals, hi + 1).values.double()
+    return float(v_lo + (h - lo) * (v_hi - v_lo))
+
+
+def _gather_ranks(vals: torch.Tensor, group: Any = None) -> torch.Tensor:
+    """Concatenate a 1-D tensor of any length from every rank (identity outside torch.distributed)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size(group) == 1:
+        return vals
+    world = dist.get_world_size(group)
+    count = torch.tensor([vals.numel()], dtype=torch.long, device=vals.device)
+    counts = [torch.zeros_like(count) for _ in range(world)]
+    dist.all_gather(counts, count, group=group)
+    width = int(max(int(c) for c in counts))
+    padded = torch.zeros(width, dtype=vals.dtype, device=vals.device)
+    padded[: vals.numel()] = vals
+    parts = [torch.zeros_like(padded) for _ in range(world)]
+    dist.all_gather(parts, padded, group=group)
+    return torch.cat([p[: int(c)] for p, c in zip(parts, counts)])
 
 
 def top_entropy_mask(
