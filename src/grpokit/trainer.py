@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import math
 import random
 import time
@@ -30,7 +31,7 @@ from .data import Example, get_task, load_examples, render_prompt
 from .learner import ValueHead, completion_forward, hidden_size
 from .models import autocast_ctx, load_model_and_tokenizer, resolve_precision
 from .monitor import signals
-from .monitor.autopilot import Autopilot, Bounds, write_rows
+from .monitor.autopilot import Autopilot, Bounds, truncate_rows_after, write_rows
 from .monitor.detectors import Monitor
 from .rewards import RewardManager
 from .rollout import SamplingParams, make_engine
@@ -181,7 +182,17 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self.on_phase: Any = None
         self.monitor = Monitor(monitor_context(cfg), cfg.monitor.thresholds)
-        self._reward_metrics: dict[str, float] = {}
+        self.autopilot: Autopilot | None = None
+        if cfg.train.autopilot:
+            t = cfg.train
+            bounds = Bounds(
+                t.autopilot_max_eps_high,
+                t.autopilot_max_entropy_coef,
+                t.autopilot_min_lr,
+                t.autopilot_max_interventions,
+            )
+            self.autopilot = Autopilot(self, bounds)
+        self._rounds: list[Any] = []  # every generation round's RewardResult of the current step
         self._reward_failures: list[Any] = []
 
     def _phase(self, name: str, done: int = 0, total: int = 1) -> None:
@@ -252,9 +263,7 @@ class Trainer:
         examples = [self.train_examples[idx[int(i)]] for i in out.prompt_index]
         res = self.rewards.score(out.texts, examples)
         timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t0
-        self._reward_metrics = dict(res.metrics)
-        self._reward_metrics.update(signals.component_correlations(res.rewards, res.per_reward))
-        self._reward_failures = res.failures
+        self._rounds.append(res)
         rewards = torch.tensor(res.rewards, dtype=torch.float32)
         accuracy = torch.tensor(res.accuracy, dtype=torch.float32).nan_to_num(0.0)
         rewards = self.shape_rewards(rewards, out.lengths, out.truncated)
@@ -331,7 +340,7 @@ class Trainer:
         token_rewards = None
         beta = self.kl_ctl.value
         if b.ref_logp is not None and beta > 0 and a.kl_placement == "reward":
-            if a.uses_critic or a.advantage.startswith("reinforce"):
+            if a.uses_critic or _takes_token_rewards(a.advantage):
                 token_rewards = algos.kl_reward_penalty(b.old_logp, b.ref_logp, b.mask, beta)
             else:
                 rewards = rewards - beta * algos.sequence_kl(b.old_logp, b.ref_logp, b.mask)
@@ -496,9 +505,13 @@ class Trainer:
         timings: dict[str, float] = {}
         t_step = time.perf_counter()
         strat = STRATEGIES[strategy_name(a)]
+        self._rounds = []
         b, metrics = strat(lambda: self.draw(timings), cfg.rollout.prompts_per_step, a)
-        metrics.update(self._reward_metrics)
-        metrics.update(signals.reward_signals(b.rewards, b.accuracy))
+        # reward/* describe everything sampled this step (all generation rounds); reward/kept_* the trained batch
+        metrics.update(_merge_round_metrics(self._rounds))
+        self._reward_failures = [f for res in self._rounds for f in res.failures]
+        kept = signals.reward_signals(b.rewards, b.accuracy)
+        metrics.update({k.replace("reward/", "reward/kept_"): v for k, v in kept.items()})
         metrics.update(signals.reward_consistency_signals(b.texts, b.rewards, b.accuracy, b.lengths))
         cache = int(a.overlong_cache) if a.soft_overlong else 0
         metrics.update(signals.length_signals(b.lengths, b.truncated, b.accuracy, cfg.rollout.max_new_tokens, cache))
@@ -522,7 +535,8 @@ class Trainer:
         if value_only:
             metrics["critic/pretraining"] = 1.0
         if a.kl_controller == "adaptive" and "kl_ref/k1" in metrics:
-            self.kl_ctl.update(metrics["kl_ref/k1"], 1)
+            # n = the batch's sample count, as Ziegler et al. and verl pass it (spec §2)
+            self.kl_ctl.update(metrics["kl_ref/k1"], len(b))
         self.ent_coef.update(metrics.get("entropy/token_mean", float("nan")))
         if (
             self.ref_model is not None
@@ -586,6 +600,8 @@ class Trainer:
             "kl_coef": self.kl_ctl.value,
             "entropy_coef": self.ent_coef.value,
         }
+        if self.autopilot is not None:
+            state["autopilot"] = self.autopilot.state_dict()
         return save_checkpoint(
             self.run_dir,
             self.step,
@@ -606,8 +622,12 @@ class Trainer:
         self.group_counter = int(st["group_counter"])
         self.kl_ctl.value = float(st["kl_coef"])
         self.ent_coef.value = float(st["entropy_coef"])
+        if self.autopilot is not None and st.get("autopilot"):
+            # the interventions made before the checkpoint stay in force, and count against the budget
+            self.autopilot.load_state_dict(st["autopilot"])
         if self.log is not None:
             self.log.truncate_after(self.step)
+            truncate_rows_after(self.run_dir / "interventions.jsonl", self.step)
         return self.step
 
     def save_final(self) -> Path:
@@ -618,6 +638,38 @@ class Trainer:
         model.save_pretrained(out, safe_serialization=True)
         self.tokenizer.save_pretrained(out)
         return out
+
+
+def _merge_round_metrics(rounds: list[Any]) -> dict[str, float]:
+    """One step's reward metrics over all its generation rounds: counts and seconds summed, the rest (means,
+    fractions) weighted by each round's sample count; mean/std/accuracy/correlations over all samples."""
+    out: dict[str, float] = {}
+    sizes = [len(r.rewards) for r in rounds]
+    for key in {k for r in rounds for k in r.metrics}:
+        vals = [(r.metrics[key], n) for r, n in zip(rounds, sizes) if key in r.metrics]
+        if key.endswith("seconds") or "/failures_" in key or key.endswith("batch_retries"):
+            out[key] = float(sum(v for v, _ in vals))
+        else:
+            finite = [(v, n) for v, n in vals if isinstance(v, (int, float)) and math.isfinite(v)]
+            total = sum(n for _, n in finite)
+            out[key] = sum(v * n for v, n in finite) / total if total else float("nan")
+    rewards = [x for r in rounds for x in r.rewards]
+    accuracy = [x for r in rounds for x in r.accuracy]
+    per_reward = {k: [x for r in rounds for x in r.per_reward[k]] for k in (rounds[0].per_reward if rounds else {})}
+    out.update(
+        signals.reward_signals(
+            torch.tensor(rewards, dtype=torch.float32), torch.tensor(accuracy, dtype=torch.float32).nan_to_num(0.0)
+        )
+    )
+    out.update(signals.component_correlations(rewards, per_reward))
+    out["reward/sampled_n"] = float(len(rewards))
+    return out
+
+
+def _takes_token_rewards(advantage: str) -> bool:
+    """Whether the advantage estimator accepts per-token rewards (KL in the reward enters per token, spec §16);
+    the others get the per-sequence KL sum subtracted from the scalar reward."""
+    return "token_rewards" in inspect.signature(algos.ADVANTAGES.get(advantage)).parameters
 
 
 def _selector(idx: torch.Tensor, dev: Any):
@@ -637,7 +689,19 @@ def _mean_dicts(rows: list[dict[str, float]]) -> dict[str, float]:
 
 
 def fit(trainer: Trainer, display: Any = None, *, eval_before: bool = True, eval_samples: int = 1) -> dict[str, Any]:
-    """Run `train.steps` steps with periodic eval and checkpoints; returns a summary (eval before/after)."""
+    """Run `train.steps` steps with periodic eval and checkpoints; returns a summary (eval before/after).
+
+    The reward worker process is closed when the run ends, also when it ends with an error.
+    """
+    try:
+        return _fit(trainer, display, eval_before=eval_before, eval_samples=eval_samples)
+    finally:
+        trainer.rewards.close()
+        if trainer.log is not None:
+            trainer.log.close()
+
+
+def _fit(trainer: Trainer, display: Any, *, eval_before: bool, eval_samples: int) -> dict[str, Any]:
     cfg = trainer.cfg
     log = trainer.log
     summary: dict[str, Any] = {"run_dir": str(trainer.run_dir)}
@@ -645,18 +709,6 @@ def fit(trainer: Trainer, display: Any = None, *, eval_before: bool = True, eval
         log.write_config(cfg.to_dict())
     hook = getattr(display, "phase", None)
     trainer.on_phase = hook
-    autopilot = None
-    if cfg.train.autopilot:
-        t = cfg.train
-        autopilot = Autopilot(
-            trainer,
-            Bounds(
-                t.autopilot_max_eps_high,
-                t.autopilot_max_entropy_coef,
-                t.autopilot_min_lr,
-                t.autopilot_max_interventions,
-            ),
-        )
     if eval_before and trainer.step == 0:
         if hook:
             hook("eval")
@@ -669,38 +721,15 @@ def fit(trainer: Trainer, display: Any = None, *, eval_before: bool = True, eval
     while trainer.step < cfg.train.steps:
         metrics = trainer.train_step()
         trainer.step += 1
-        if trainer._reward_failures and log is not None:
-            log.samples(
-                trainer.step,
-                [
-                    {"reward_failure": f.__dict__ if hasattr(f, "__dict__") else str(f)}
-                    for f in trainer._reward_failures[:5]
-                ],
-            )
         if cfg.train.eval_every > 0 and trainer.step % cfg.train.eval_every == 0 and trainer.step < cfg.train.steps:
             if hook:
                 hook("eval")
             metrics.update(trainer.evaluate(eval_samples))
-        if log is not None:
-            log.log(trainer.step, metrics)
-            b = trainer._last_batch
-            k = min(cfg.train.log_completions, len(b))
-            log.samples(
-                trainer.step,
-                [
-                    {
-                        "text": b.texts[i],
-                        "reward": float(b.rewards[i]),
-                        "accuracy": float(b.accuracy[i]),
-                        "length": int(b.lengths[i]),
-                        "truncated": bool(b.truncated[i]),
-                    }
-                    for i in range(k)
-                ],
-            )
-        trainer.history.append(metrics)
+        # detectors see the row before it is written, so the row carries the alerts active at this step
         new_alerts = trainer.monitor.observe(trainer.step, metrics)
         metrics["alerts/active"] = float(len(trainer.monitor.active()))
+        _log_step(trainer, metrics)
+        trainer.history.append(metrics)
         if display:
             display.step_done(trainer.step, metrics, trainer.monitor.active())
         for alert in new_alerts:
@@ -708,13 +737,7 @@ def fit(trainer: Trainer, display: Any = None, *, eval_before: bool = True, eval
                 log.alert(alert.to_dict())
             if display:
                 display.alert(alert)
-        if autopilot is not None:
-            rows = autopilot.react(trainer.step, new_alerts, metrics)
-            if rows and log is not None:
-                write_rows(trainer.run_dir / "interventions.jsonl", rows)
-            for r in rows:
-                if display and r["kind"] == "intervention":
-                    display.message(f"autopilot: {r['action']} ({r['before']} -> {r['after']}) because {r['reason']}")
+        _autopilot_react(trainer, display, new_alerts, metrics)
         if cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0:
             trainer.save()
     if not (cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0):
@@ -726,6 +749,46 @@ def fit(trainer: Trainer, display: Any = None, *, eval_before: bool = True, eval
     if log is not None:
         log.log(trainer.step, ev)
     summary["final_model"] = str(trainer.save_final())
-    if log is not None:
-        log.close()
     return summary
+
+
+def _log_step(trainer: Trainer, metrics: dict[str, Any]) -> None:
+    """The step's metrics row, its reward failures and a few sampled completions."""
+    log = trainer.log
+    if log is None:
+        return
+    if trainer._reward_failures:
+        log.samples(
+            trainer.step,
+            [
+                {"reward_failure": f.__dict__ if hasattr(f, "__dict__") else str(f)}
+                for f in trainer._reward_failures[:5]
+            ],
+        )
+    log.log(trainer.step, metrics)
+    b = trainer._last_batch
+    k = min(trainer.cfg.train.log_completions, len(b))
+    log.samples(
+        trainer.step,
+        [
+            {
+                "text": b.texts[i],
+                "reward": float(b.rewards[i]),
+                "accuracy": float(b.accuracy[i]),
+                "length": int(b.lengths[i]),
+                "truncated": bool(b.truncated[i]),
+            }
+            for i in range(k)
+        ],
+    )
+
+
+def _autopilot_react(trainer: Trainer, display: Any, alerts: list[Any], metrics: dict[str, Any]) -> None:
+    if trainer.autopilot is None:
+        return
+    rows = trainer.autopilot.react(trainer.step, alerts, metrics)
+    if rows and trainer.log is not None:
+        write_rows(trainer.run_dir / "interventions.jsonl", rows)
+    for r in rows:
+        if display and r["kind"] == "intervention":
+            display.message(f"autopilot: {r['action']} ({r['before']} -> {r['after']}) because {r['reason']}")

@@ -93,6 +93,24 @@ class Autopilot:
         self._sync_runtime(key, after)
         return before, after
 
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps: the interventions made (they count against the budget) and pending follow-ups."""
+        return {"log": list(self.log), "pending": list(self.pending)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore after `--resume`: re-apply every intervention's config change (config.yaml holds the values the
+        run started with) and the runtime state that mirrors a key but is not in the checkpoint."""
+        self.log = list(state.get("log", []))
+        self.pending = list(state.get("pending", []))
+        for row in self.log:
+            m = ACTION_RE.match(str(row.get("action", "")).replace(" ", ""))
+            if m is None:
+                continue
+            key = m["key"]
+            set_key(self.trainer.cfg, key, row["after"])
+            if key == "algo.kl_controller":  # the coefficients themselves are restored from the checkpoint
+                self._sync_runtime(key, row["after"])
+
     def react(self, step: int, alerts: list[Alert], metrics: dict[str, Any]) -> list[dict[str, Any]]:
         """Apply the actions of newly fired alerts; complete follow-ups that are due. Returns new log rows."""
         rows = []
@@ -127,3 +145,21 @@ def write_rows(path: Any, rows: list[dict[str, Any]]) -> None:
     with open(path, "a") as f:
         for r in rows:
             f.write(json.dumps(r, default=str) + "\n")
+
+
+def truncate_rows_after(path: Any, step: int) -> None:
+    """On resume: drop intervention rows logged after the checkpoint's step (they will be redone)."""
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.exists():
+        return
+    keep = []
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn last line (killed mid-write)
+        if int(row.get("after_step", row.get("step", 0))) <= step:
+            keep.append(line)
+    path.write_text("".join(ln + "\n" for ln in keep))
