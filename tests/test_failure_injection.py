@@ -29,8 +29,11 @@ from grpokit.config import build_config
 from grpokit.trainer import Trainer, fit
 
 # the FAST tiny-model setup of test_trainer.py (copied, so those tests can change theirs freely)
+# the trajectories (onset steps, counts) are calibrated in fp32: pinned, so `auto` choosing bf16 on a CPU with
+# AVX512-BF16/AMX does not move them (bf16-autocast has its own tests in test_precision.py)
 FAST = [
     "model.name=tiny",
+    "model.precision=fp32",
     "rollout.prompts_per_step=2",
     "rollout.group_size=4",
     "rollout.max_new_tokens=6",

@@ -167,12 +167,13 @@ def test_trains_on_a_jsonl_file_with_custom_keys(tmp_path: Path) -> None:
 
 def test_on_policy_step_reports_sampler_learner_mismatch(tmp_path: Path) -> None:
     """§17.6 is measured from the training forward itself when no separate old-logprob pass runs; the sampler and
-    the learner are the same fp32 model here, so the mismatch is tiny — and it grows when the sampler samples at a
-    different temperature than the learner assumes."""
-    run("dapo", tmp_path / "same", 1)
+    the learner are the same fp32 model here (precision pinned: the bound is fp32's; bf16-autocast has its own in
+    test_precision.py), so the mismatch is tiny — and it grows when the sampler samples at a different temperature
+    than the learner assumes."""
+    run("dapo", tmp_path / "same", 1, ["model.precision=fp32"])
     same = [r for r in metrics(tmp_path / "same") if "time/step" in r][0]
     assert same["mismatch/abs_diff_max"] < 1e-3
-    trainer, _ = run("dapo", tmp_path / "hot", 0)
+    trainer, _ = run("dapo", tmp_path / "hot", 0, ["model.precision=fp32"])
     trainer.engine.generate  # noqa: B018 (the engine object is what we perturb next)
     cfg_temp = trainer.cfg.rollout.temperature
     trainer.cfg.rollout.temperature = cfg_temp  # learner keeps T=1
