@@ -29,7 +29,14 @@ from multiprocessing.util import Finalize
 from typing import Any
 
 from ..data.example import Example
-from .sandbox import SandboxLimits, apply_sandbox, classify_violation, set_call_cpu_limit, start_cpu_budget
+from .sandbox import (
+    SandboxLimits,
+    apply_sandbox,
+    classify_violation,
+    remove_pids_cgroup,
+    set_call_cpu_limit,
+    start_cpu_budget,
+)
 from .signature import CallContext
 
 
@@ -169,6 +176,7 @@ class _Worker:
         except (AttributeError, OSError):
             pass
         shutil.rmtree(self.workdir, ignore_errors=True)
+        remove_pids_cgroup(os.path.basename(self.workdir))
 
     def close(self) -> None:
         """Close the pipe so an idle worker exits by itself; kill it if it does not within 0.5 s."""

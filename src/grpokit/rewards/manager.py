@@ -200,13 +200,16 @@ class RewardManager:
             if isinstance(out, list) and len(out) == n:
                 values, failures = self._values(r, out, completions)
                 return values, failures, False
-            reason = f"wrong_count: returned {_count(out)} for {n} completions"
+            kind, msg = "wrong_count", f"returned {_count(out)} for {n} completions"
         except RewardCallTimeout as e:
-            reason = f"timeout: {e}"
+            kind, msg = "timeout", str(e)
         except RewardCallLimit as e:
-            reason = f"sandbox: {e}"
+            kind, msg = "sandbox", str(e)
         except RewardCallError as e:
-            reason = f"exception: {e}"
+            kind, msg = "exception", str(e)
+        if n == 1:  # the batch is the sample: no need to call it again
+            return [math.nan], [self._fail(r, 0, completions[0], kind, msg)], False
+        reason = f"{kind}: {msg}"
         log.debug("reward %s failed on the whole batch (%s); retrying sample by sample", r.name, reason)
         values, failures = self._score_each(r, completions, examples, ctx)
         if not failures:

@@ -2,23 +2,27 @@
 
 `apply_sandbox` runs once in a freshly forked reward worker, before any reward code. In order:
 
-1. **Network**: a new, empty network namespace (`unshare(CLONE_NEWNET)`, needs root/CAP_SYS_ADMIN; else
-   `CLONE_NEWUSER | CLONE_NEWNET` where unprivileged user namespaces are allowed): no interface but a loopback
-   that is down, so every connect, 127.0.0.1 included, fails with "Network is unreachable".
-2. **Limits** (setrlimit, soft = hard, so the reward cannot raise them): address space = the worker's size
-   at start + `memory_mb` (the worker is forked from the trainer, whose pages it shares), open files,
-   file size, processes (RLIMIT_NPROC; the kernel ignores it for root, hence step 3), no core files. CPU time
-   is limited per call (`set_call_cpu_limit`).
-3. **User**: started as root, the worker switches to `user` (default 65534, "nobody"), which drops every
-   capability: it cannot lift a limit, leave the namespace, or escape the process limit.
-4. **Filesystem and signals** (Landlock, kernel 5.13+, unprivileged): writing, creating, removing or
-   renaming files is denied everywhere except beneath the private working directory (and `writable`);
-   reading stays allowed. With Landlock ABI 4+ TCP connect/bind are denied too (a second network wall),
-   with ABI 6+ signals to processes outside the sandbox (the trainer) are denied.
-5. **Fallbacks** where the kernel offers neither a namespace nor Landlock: a Python audit hook refuses socket
+1. **Limits** (setrlimit, soft = hard): address space = the worker's size at start + `memory_mb` (the worker
+   is forked from the trainer, whose pages it shares), open files, file size, no core files. CPU time is
+   limited per call (`set_call_cpu_limit`, within a lifetime hard limit; then the worker is replaced).
+2. **Processes, privileges, network** (entangled, because the kernel exempts root from RLIMIT_NPROC):
+   started as root, the worker first joins a new pids cgroup allowing `max_procs` tasks (where the cgroup
+   filesystem is writable). Then it enters a new user namespace together with a new network namespace
+   (`unshare(CLONE_NEWUSER | CLONE_NEWNET)`): it keeps its uid for file access but loses every capability
+   outside the namespace, so it cannot lift a limit, leave the namespace or signal other users; the network
+   namespace has only a loopback that is down, so every connect, 127.0.0.1 included, fails with "Network is
+   unreachable". In its own user namespace RLIMIT_NPROC counts only the sandbox's processes. Where user
+   namespaces are not allowed: a network namespace alone (root), capabilities dropped (root), and
+   RLIMIT_NPROC over the user's current task count (non-root). `user=<uid>` instead switches a root worker
+   to that uid (its files must be readable by it).
+3. **Filesystem and signals** (Landlock, kernel 5.13+, unprivileged, irreversible): writing, creating,
+   removing or renaming files is denied everywhere except beneath the private working directory (and
+   `writable`); reading stays allowed. With Landlock ABI 4+ TCP connect/bind are denied too (a second network
+   wall), with ABI 6+ signals to processes outside the sandbox (the trainer) are denied.
+4. **Fallbacks** where the kernel offers neither a namespace nor Landlock: a Python audit hook refuses socket
    connects/binds/lookups and file writes outside the directory. It stops Python code only (not ctypes or
-   a program the reward runs); `RewardManager.sandbox` reports which mechanism is active.
-6. **Parent death**: PR_SET_PDEATHSIG(SIGKILL) for the worker and every process it forks with `os.fork`, and a
+   a program the reward runs); `RewardManager.sandbox` reports which mechanism enforces each limit.
+5. **Parent death**: PR_SET_PDEATHSIG(SIGKILL) for the worker and every process it forks with `os.fork`, and a
    check that the parent is still the trainer (it may have died before the prctl).
 
 Then the worker changes into its private directory (also HOME and TMPDIR). Every other file descriptor
@@ -35,6 +39,7 @@ import resource
 import signal
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,14 +47,16 @@ from . import landlock
 
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
 PR_SET_PDEATHSIG = 1
+PR_CAPBSET_DROP = 24
 CPU_BUDGET_CALLS = 20  # a worker's lifetime CPU (hard limit) is this many calls' allowance; then it is recycled
 MIB = 1 << 20
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """What a reward worker may use. `cpu_s=None` means the reward timeout; `user=None` keeps root's uid
-    (then the process limit is not enforced for root); `writable` adds directories it may write beneath."""
+    """What a reward worker may use. `cpu_s=None` means the reward timeout; `user` (a uid) makes a worker
+    started as root switch to that user (its files must then be readable by it); `writable` adds directories
+    it may write beneath (e.g. "/dev/shm" for rewards that use multiprocessing locks)."""
 
     memory_mb: int = 2048
     cpu_s: float | None = None
@@ -57,7 +64,7 @@ class SandboxLimits:
     max_procs: int = 32
     max_file_mb: int = 64
     network: bool = False
-    user: int | None = 65534
+    user: int | None = None
     writable: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
@@ -87,6 +94,20 @@ def set_parent_death_signal() -> None:
     """Ask the kernel to SIGKILL this process when its parent (thread) dies (Linux; no-op elsewhere)."""
     if sys.platform.startswith("linux"):
         _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+_forker = [0]
+
+
+def _remember_forker() -> None:
+    _forker[0] = os.getpid()
+
+
+def _die_with_forker() -> None:
+    """In a process the reward forked: die with its parent, even if that parent is already gone."""
+    set_parent_death_signal()
+    if os.getppid() != _forker[0]:
+        os._exit(0)
 
 
 def _vm_size() -> int:
@@ -155,11 +176,143 @@ def _install_audit_hook(block_network: bool, roots: list[str] | None) -> None:
     sys.addaudithook(hook)
 
 
+def _map_root_in_userns() -> None:
+    """Inside a fresh user namespace: map our own uid/gid to themselves, so ids look the same as outside."""
+    uid, gid = os.geteuid(), os.getegid()
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+        try:
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+        except OSError:
+            return
+
+
+CAPSET_V3 = 0x20080522
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _drop_capabilities() -> bool:
+    """Empty the capability bounding set and the process's sets (root keeps uid 0 but loses its powers)."""
+    libc = _libc()
+    try:
+        last = int(open("/proc/sys/kernel/cap_last_cap").read())
+    except (OSError, ValueError):
+        last = 40
+    for cap in range(last + 1):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    data = (_CapData * 2)()
+    return libc.capset(ctypes.byref(_CapHeader(CAPSET_V3, 0)), data) == 0
+
+
+def pids_cgroup_candidates(name: str) -> list[str]:
+    """Where a pids cgroup called `name` would be created (cgroup v1 pids hierarchy, then v2)."""
+    out = []
+    try:
+        lines = open("/proc/self/cgroup").read().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "pids" in controllers.split(","):
+            out.append(os.path.join("/sys/fs/cgroup/pids", path.lstrip("/"), name))
+        elif controllers == "" and os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+            out.append(os.path.join("/sys/fs/cgroup", path.lstrip("/"), name))
+    return out
+
+
+def _join_pids_cgroup(name: str, max_procs: int) -> str | None:
+    """Create a pids cgroup allowing `max_procs` tasks and move this process into it; its path, or None."""
+    for path in pids_cgroup_candidates(name):
+        try:
+            os.mkdir(path)
+        except OSError:
+            continue
+        try:
+            with open(os.path.join(path, "pids.max"), "w") as f:
+                f.write(str(max_procs))
+            with open(os.path.join(path, "cgroup.procs"), "w") as f:
+                f.write("0")
+            return path
+        except OSError:
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+    return None
+
+
+def remove_pids_cgroup(name: str) -> None:
+    """Remove the (now empty) cgroup a worker created; called by the parent after the worker is gone."""
+    for path in pids_cgroup_candidates(name):
+        for _ in range(20):  # its killed processes may take a moment to be released
+            try:
+                os.rmdir(path)
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.01)
+                continue
+            break
+
+
+def _user_tasks(uid: int) -> int:
+    """Tasks (threads included, as RLIMIT_NPROC counts them) currently owned by `uid`."""
+    n = 0
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                st = os.stat(f"/proc/{pid}")
+                n += len(os.listdir(f"/proc/{pid}/task")) if st.st_uid == uid else 0
+            except OSError:
+                pass
+    return n
+
+
 def _drop_user(uid: int, workdir: str) -> None:
     os.chown(workdir, uid, uid)
     os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)  # from root to another uid: every capability is dropped
+
+
+def _confine_processes(limits: SandboxLimits, workdir: str, enforced: dict[str, str]) -> None:
+    """Network namespace, privileges and the process limit (these three are entangled, see the module doc)."""
+    is_root = os.geteuid() == 0
+    netflag = 0 if limits.network else CLONE_NEWNET
+    cgroup = _join_pids_cgroup(os.path.basename(workdir), limits.max_procs) if is_root else None
+    if cgroup:
+        enforced["processes"] = f"pids cgroup, at most {limits.max_procs}"
+    if is_root and limits.user is not None:
+        if netflag and _unshare(netflag):
+            enforced["network"] = "netns"
+        _drop_user(limits.user, workdir)
+        enforced["user"] = f"uid {limits.user}, no capabilities"
+    elif _unshare(CLONE_NEWUSER | netflag):
+        _map_root_in_userns()
+        enforced["user"] = "own user namespace: no capabilities outside it"
+        if netflag:
+            enforced["network"] = "userns+netns"
+    else:
+        if netflag and _unshare(netflag):
+            enforced["network"] = "netns"
+        if is_root:
+            enforced["user"] = "uid 0 without capabilities" if _drop_capabilities() else "root (capabilities kept)"
+    if "processes" in enforced:
+        return
+    if not is_root or limits.user is not None:
+        scoped = enforced["user"].startswith("own user namespace")
+        extra = 0 if scoped else _user_tasks(os.getuid())
+        _set(resource.RLIMIT_NPROC, limits.max_procs + extra)
+        enforced["processes"] = f"RLIMIT_NPROC, at most {limits.max_procs}" + ("" if scoped else " more")
+    else:
+        enforced["processes"] = "not enforced (root without a writable pids cgroup): only the timeout"
 
 
 def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds: set[int]) -> dict[str, str]:
@@ -168,25 +321,15 @@ def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds
     _close_inherited_fds(keep_fds)
     if limits.network:
         enforced["network"] = "allowed"
-    elif _unshare(CLONE_NEWNET):
-        enforced["network"] = "netns"
-    elif _unshare(CLONE_NEWUSER | CLONE_NEWNET):
-        enforced["network"] = "userns+netns"
     base = _vm_size()
     _set(resource.RLIMIT_AS, base + limits.memory_mb * MIB)
     enforced["memory"] = f"RLIMIT_AS {limits.memory_mb} MiB over the worker's start"
     _set(resource.RLIMIT_NOFILE, max(limits.max_open_files, max(keep_fds | {2}) + 1))
     _set(resource.RLIMIT_FSIZE, limits.max_file_mb * MIB)
     _set(resource.RLIMIT_CORE, 0)
-    _set(resource.RLIMIT_NPROC, limits.max_procs)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-large write raises OSError(EFBIG) instead of killing
-    is_root = hasattr(os, "geteuid") and os.geteuid() == 0
-    if is_root and limits.user is not None:
-        _drop_user(limits.user, workdir)
-        enforced["user"] = f"uid {limits.user}, no capabilities"
-    enforced["processes"] = (
-        f"RLIMIT_NPROC {limits.max_procs}" if not is_root or limits.user is not None else "not enforced (root)"
-    )
+    if sys.platform.startswith("linux"):
+        _confine_processes(limits, workdir, enforced)
     roots = [os.path.realpath(p) for p in (workdir, *limits.writable)]
     try:
         got = landlock.restrict([*roots, "/dev/null"], deny_tcp=not limits.network)
@@ -205,8 +348,8 @@ def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds
             enforced["filesystem"] = "audit hook (Python code only)"
         if "network" not in enforced:
             enforced["network"] = "audit hook (Python code only)"
-    set_parent_death_signal()  # after the uid change, which clears it
-    os.register_at_fork(after_in_child=set_parent_death_signal)
+    set_parent_death_signal()  # after any uid change, which clears it
+    os.register_at_fork(before=_remember_forker, after_in_child=_die_with_forker)
     if os.getppid() != parent_pid:  # the trainer died before the prctl
         os._exit(0)
     enforced["parent_death"] = "PR_SET_PDEATHSIG" if sys.platform.startswith("linux") else "pipe EOF only"

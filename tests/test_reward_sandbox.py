@@ -1,0 +1,296 @@
+"""The reward sandbox against real hostile reward functions: each limit is proven by breaking it (no mocks).
+
+Limits are set low (512 MiB, 1-2 s, 16 processes, 32 files) so nothing here uses much of the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from grpokit.data import Example
+from grpokit.rewards import RewardManager
+from grpokit.rewards.sandbox import SandboxLimits
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox's kernel parts are Linux")
+
+LIMITS = SandboxLimits(memory_mb=512, max_procs=16, max_open_files=32, max_file_mb=8)
+EX = Example(prompt="q", answer="1")
+
+
+def _score_one(fn, limits: SandboxLimits = LIMITS, timeout_s: float = 5.0):
+    """Score one completion with `fn` alone; returns (result, manager) with the manager closed."""
+    with RewardManager([(fn, 1.0)], timeout_s=timeout_s, max_fail_frac=1.0, sandbox=limits) as m:
+        result = m.score(["x"], [EX])
+    return result, m
+
+
+def _only_failure(result):
+    [failure] = result.failures
+    return failure
+
+
+def _gone(pid: int, within_s: float = 3.0) -> bool:
+    """Whether process `pid` has exited (or become a zombie) within `within_s` seconds."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_worker_reports_its_sandbox_and_still_scores() -> None:
+    with RewardManager([(lambda c, e: [float(len(x)) for x in c], 1.0)], sandbox=LIMITS) as m:
+        enforced = m.sandbox
+        assert m.score(["abc"], [EX]).rewards == [3.0]
+    assert set(enforced) >= {"network", "memory", "processes", "filesystem", "parent_death"}
+    assert enforced["memory"].startswith("RLIMIT_AS 512 MiB")
+
+
+def test_allocating_20_gib_is_a_memory_failure() -> None:
+    def hog(completions, examples):
+        block = bytearray(20 * 2**30)  # refused by RLIMIT_AS before any page is touched
+        return [float(len(block))]
+
+    failure = _only_failure(_score_one(hog)[0])
+    assert failure.kind == "sandbox"
+    assert failure.message.startswith("memory: out of the 512 MiB") and "MemoryError" in failure.message
+
+
+def test_growing_memory_stops_near_the_limit() -> None:
+    def grow(completions, examples):
+        chunks = []
+        while True:
+            chunks.append(b"\x01" * (32 * 2**20))  # touched pages: real RSS, up to the 512 MiB allowance
+
+    failure = _only_failure(_score_one(grow)[0])
+    assert failure.kind == "sandbox" and failure.message.startswith("memory:")
+
+
+def test_writing_outside_its_directory_is_denied_and_inside_is_allowed(tmp_path: Path) -> None:
+    target = Path("/tmp") / f"grpokit-sandbox-escape-{uuid.uuid4().hex}"  # /tmp is world-writable
+
+    def escape(completions, examples):
+        target.write_text("escaped")
+        return [1.0]
+
+    try:
+        failure = _only_failure(_score_one(escape)[0])
+        assert failure.kind == "sandbox" and failure.message.startswith("filesystem: permission denied")
+        assert str(target) in failure.message
+        assert not target.exists()
+    finally:
+        target.unlink(missing_ok=True)
+
+    def scratch(completions, examples):
+        with open("scratch.txt", "w") as f:  # relative: the private working directory
+            f.write("ok")
+        import tempfile
+
+        with tempfile.NamedTemporaryFile("w") as t:  # TMPDIR is the private directory too
+            t.write("ok")
+        return [1.0 if os.getcwd() == os.environ["TMPDIR"] == os.environ["HOME"] else 0.0]
+
+    result, m = _score_one(scratch)
+    assert result.rewards == [1.0] and result.failures == []
+    assert m.worker.workdir is None  # closed: the worker and its private directory are gone
+
+
+def test_private_directory_is_removed_with_the_worker() -> None:
+    with RewardManager([(lambda c, e: [1.0], 1.0)], sandbox=LIMITS) as m:
+        m.score(["x"], [EX])
+        workdir = m.worker.workdir
+        assert workdir is not None and os.path.isdir(workdir) and workdir.startswith(os.path.realpath("/tmp"))
+    assert not os.path.exists(workdir)
+
+
+def test_connecting_to_localhost_fails_and_reaches_no_one() -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.5)
+    port = server.getsockname()[1]
+
+    def phone_home(completions, examples):
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.sendall(b"stolen")
+        return [1.0]
+
+    try:
+        failure = _only_failure(_score_one(phone_home)[0])
+        assert failure.kind == "sandbox" and failure.message.startswith("network")
+        with pytest.raises(TimeoutError):
+            server.accept()  # nothing ever connected
+    finally:
+        server.close()
+
+
+def test_network_can_be_allowed_explicitly() -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+
+    def connect(completions, examples):
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            return [1.0]
+
+    try:
+        limits = SandboxLimits(memory_mb=512, network=True)
+        result, m = _score_one(connect, limits)
+        assert result.rewards == [1.0] and result.failures == []
+    finally:
+        server.close()
+
+
+def test_fork_bomb_hits_the_process_limit_and_leaves_nothing_behind() -> None:
+    def fork_bomb(completions, examples):
+        for _ in range(500):
+            if os.fork() == 0:
+                time.sleep(30)
+                os._exit(0)
+        return [1.0]
+
+    with RewardManager([(fork_bomb, 1.0)], timeout_s=10, max_fail_frac=1.0, sandbox=LIMITS) as m:
+        m.worker.start()
+        group = m.worker.pid
+        t0 = time.perf_counter()
+        failure = _only_failure(m.score(["x"], [EX]))
+        assert time.perf_counter() - t0 < 5
+        assert failure.kind == "sandbox" and failure.message.startswith("processes:")
+        assert "at most 16 processes" in failure.message
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:  # the worker's whole process group was killed
+            try:
+                os.killpg(group, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        with pytest.raises(ProcessLookupError):
+            os.killpg(group, 0)
+
+
+def test_sleeping_past_the_timeout_is_killed() -> None:
+    def sleeper(completions, examples):
+        time.sleep(60)
+        return [1.0]
+
+    t0 = time.perf_counter()
+    failure = _only_failure(_score_one(sleeper, timeout_s=1.0)[0])
+    assert failure.kind == "timeout" and time.perf_counter() - t0 < 5
+
+
+def test_burning_cpu_past_the_cpu_limit_is_killed() -> None:
+    def spin(completions, examples):
+        while True:
+            pass
+
+    limits = SandboxLimits(memory_mb=512, cpu_s=1.0)
+    t0 = time.perf_counter()
+    failure = _only_failure(_score_one(spin, limits, timeout_s=20.0)[0])
+    assert time.perf_counter() - t0 < 10  # the 20 s wall timeout never came into play
+    assert failure.kind == "sandbox" and failure.message.startswith("cpu time: used more than 1 CPU seconds")
+
+
+def test_opening_too_many_files_is_a_failure() -> None:
+    def hoard(completions, examples):
+        files = [open("/dev/null") for _ in range(200)]  # noqa: SIM115
+        return [float(len(files))]
+
+    failure = _only_failure(_score_one(hoard)[0])
+    assert failure.kind == "sandbox" and failure.message.startswith("open files:")
+
+
+def test_descriptors_inherited_from_the_trainer_are_closed(tmp_path: Path) -> None:
+    log = (tmp_path / "metrics.jsonl").open("w")  # a file the trainer holds open for writing
+    fd = log.fileno()
+
+    def scribble(completions, examples):
+        os.write(fd, b"garbage\n")
+        return [1.0]
+
+    try:
+        failure = _only_failure(_score_one(scribble)[0])
+    finally:
+        log.close()
+    assert failure.kind == "exception" and "Bad file descriptor" in failure.message
+    assert (tmp_path / "metrics.jsonl").read_text() == ""
+
+
+def test_reward_cannot_kill_the_trainer() -> None:
+    def assassin(completions, examples):
+        os.kill(os.getppid(), signal.SIGKILL)
+        return [1.0]
+
+    failure = _only_failure(_score_one(assassin)[0])  # we are still here to read the result
+    assert failure.kind == "sandbox" and "Operation not permitted" in failure.message
+
+
+PARENT_SCRIPT = """
+import os, sys, time
+from grpokit.data import Example
+from grpokit.rewards import RewardManager
+
+def slow(completions, examples):
+    child = os.fork()
+    if child == 0:
+        time.sleep(60)
+        os._exit(0)
+    print("pids", os.getpid(), child, flush=True)
+    time.sleep(60)
+    return [1.0]
+
+m = RewardManager([(slow, 1.0)], timeout_s=120)
+m.score(["x"], [Example("q", "1")])
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_killing_the_trainer_during_a_call_kills_the_worker(tmp_path: Path, sig: int) -> None:
+    script = tmp_path / "trainer.py"
+    script.write_text(PARENT_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()  # printed by the reward once the call is under way
+        assert line.startswith("pids"), line
+        worker, child = (int(x) for x in line.split()[1:])
+        proc.send_signal(sig)
+        proc.wait(timeout=10)
+        assert _gone(worker), "the reward worker outlived the trainer"
+        assert _gone(child), "a process the reward forked outlived the trainer"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_keyboard_interrupt_in_a_reward_is_one_failure_without_traceback(tmp_path: Path) -> None:
+    script = tmp_path / "run.py"
+    script.write_text(
+        "from grpokit.data import Example\n"
+        "from grpokit.rewards import RewardManager\n"
+        "def interrupt(completions, examples):\n"
+        "    raise KeyboardInterrupt\n"
+        "m = RewardManager([(interrupt, 1.0)], max_fail_frac=1.0)\n"
+        "r = m.score(['a', 'b'], [Example('q', '1')] * 2)\n"
+        "print([(f.index, f.kind) for f in r.failures])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[(0, 'exception'), (1, 'exception')]"
+    assert "Traceback" not in out.stderr
+    assert out.stderr.count("the reward raised KeyboardInterrupt") == 1  # one warning line for the batch
