@@ -47,7 +47,7 @@ def test_fixtures_are_detected_as_their_source(path, source):
 
 
 def test_registry_lists_every_source():
-    assert list(READERS) == ["grpokit", "trl", "verl", "tensorboard"]
+    assert list(READERS) == ["grpokit", "trl", "verl", "wandb", "console", "tensorboard"]
 
 
 def test_mapping_tables_only_target_canonical_names():
