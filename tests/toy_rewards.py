@@ -62,3 +62,39 @@ def sleeps_forever(completions: list[str], examples: list) -> list[float]:
 def always_raises(completions: list[str], examples: list) -> list[float]:
     """A reward with a bug: raises on every call."""
     raise KeyError("answer_text")
+
+
+# --- rewards written for other trainers, used unchanged (tests/test_reward_signatures.py) ---------------------
+
+
+def reward_len(completions, **kwargs):
+    """The TRL documentation's example: prefer completions close to 20 characters."""
+    return [-abs(20 - len(completion)) for completion in completions]
+
+
+def trl_reads_columns(prompts, completions, completion_ids, trainer_state, solution, difficulty, **kwargs):
+    """A TRL-style reward that checks what it receives: the raw prompts, every column, the trainer state."""
+    out = []
+    for p, c, s, d in zip(prompts, completions, solution, difficulty, strict=True):
+        assert isinstance(p, str) and p.startswith("Q"), p
+        out.append(float(c.strip() == s) * d)
+    return out
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    """A verl custom reward (`custom_reward_function.path`): the text after the last '####' must match."""
+    if data_source != "openai/gsm8k":
+        raise NotImplementedError(f"no scorer for {data_source}")
+    if "####" not in solution_str:
+        return {"score": 0.0, "formatted": False}
+    answer = solution_str.rsplit("####", 1)[1].strip().replace(",", "")
+    bonus = 0.5 if extra_info and extra_info.get("split") == "test" else 0.0
+    return {"score": float(answer == ground_truth) + bonus, "formatted": True}
+
+
+def gsm8k_strict(solution_str, ground_truth, method="strict", format_score=0.0, score=1.0):
+    """The shape of verl's built-in per-dataset scorers: no data_source, defaults for the rest."""
+    marker = "#### "
+    if marker not in solution_str:
+        return 0
+    return score if solution_str.rsplit(marker, 1)[1].strip() == ground_truth else format_score

@@ -11,14 +11,17 @@ training (user functions in a killable worker with the timeout; exceptions, None
 - determinism (the same input scored repeatedly, alone and in a batch), exceptions, and latency per call
   against the timeout.
 
-Each case is one call (a hung call costs up to 2 x timeout: the manager retries the batch sample by sample);
-after two timeouts the remaining cases are skipped.
+The reward may follow any convention `RewardManager` knows (grpokit, TRL keyword style, verl `compute_score`);
+probe examples carry the reference as the columns `answer` and `solution` (TRL's name), labeled rows carry
+their own fields. Each case is one call of one sample (a hung call costs one timeout); after two timeouts
+the remaining cases are skipped.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import sys
 import time
@@ -100,6 +103,18 @@ def wilson(k: int, n: int, z: float = Z95) -> tuple[float, float]:
     return max(0.0, center - half), min(1.0, center + half)
 
 
+def probe_example(prompt: str, answer: str) -> Example:
+    """A probe's example; its columns name the reference `answer` and, for TRL-style rewards, `solution`."""
+    return Example(prompt=prompt, answer=answer, columns={"prompt": prompt, "answer": answer, "solution": answer})
+
+
+def labeled_example(row: dict[str, Any]) -> Example:
+    """A labeled row's example; its other fields are the dataset columns TRL/verl-style rewards receive."""
+    columns = {k: v for k, v in row.items() if k not in ("completion", "expected", "line")}
+    columns.setdefault("prompt", "")
+    return Example(prompt=str(row.get("prompt", "")), answer=str(row["answer"]), columns=columns)
+
+
 class _Caller:
     """One reward behind a RewardManager; every call timed, failures and timeouts recorded."""
 
@@ -109,6 +124,10 @@ class _Caller:
         self.spec = spec
         self.timeout_s = timeout_s
         self.manager = RewardManager([(spec, 1.0)], timeout_s=timeout_s, max_fail_frac=1.0)
+        # failures are collected and summarised here; the manager's per-batch warning would repeat each one
+        self._log = logging.getLogger("grpokit.rewards.manager")
+        self._level = self._log.level
+        self._log.setLevel(logging.ERROR)
         self.latencies: list[float] = []
         self.failures: list[dict[str, str]] = []
         self.timeouts = 0
@@ -132,6 +151,7 @@ class _Caller:
 
     def close(self) -> None:
         self.manager.close()
+        self._log.setLevel(self._level)
 
 
 def _same(a: float, b: float) -> bool:
@@ -140,7 +160,7 @@ def _same(a: float, b: float) -> bool:
 
 def _probe(caller: _Caller, kind: str) -> dict[str, Any]:
     spec = PROBES[kind]
-    ex = Example(prompt=spec["prompt"], answer=spec["answer"])
+    ex = probe_example(spec["prompt"], spec["answer"])
     base = caller.score([spec["correct"]], [ex], "correct answer")
     ref = base[0] if base else math.nan
     out: dict[str, Any] = {"example": {"prompt": ex.prompt, "answer": ex.answer}, "correct": spec["correct"]}
@@ -197,7 +217,7 @@ def _labeled(caller: _Caller, rows: list[dict[str, Any]], threshold: float) -> d
     wrong, fp = [], 0
     fn = pos = neg = 0
     for r in rows:
-        ex = Example(prompt=str(r.get("prompt", "")), answer=str(r["answer"]))
+        ex = labeled_example(r)
         s = caller.score([str(r["completion"])], [ex], f"labeled line {r['line']}")
         score = s[0] if s else math.nan
         got = math.isfinite(score) and score >= threshold
@@ -249,11 +269,11 @@ def audit_reward(
             report["labeled"] = _labeled(caller, rows, threshold)
             det_rows = rows[:3]
             texts = [str(r["completion"]) for r in det_rows]
-            exs = [Example(prompt=str(r.get("prompt", "")), answer=str(r["answer"])) for r in det_rows]
+            exs = [labeled_example(r) for r in det_rows]
         else:
             report["probes"] = _probe(caller, kind)
             p = PROBES[kind]
-            ex = Example(prompt=p["prompt"], answer=p["answer"])
+            ex = probe_example(p["prompt"], p["answer"])
             texts = [p["correct"], next(iter(p["hacks"].values())), p["equivalent"]["sentence"]]
             exs = [ex] * len(texts)
         report["determinism"] = _determinism(caller, texts, exs)

@@ -61,7 +61,8 @@ def _spec_text(entry: str | RewardFn) -> str:
     if isinstance(entry, str):
         return entry
     if callable(entry):
-        return f"{getattr(entry, '__module__', '?')}:{getattr(entry, '__qualname__', repr(entry))}"
+        name = getattr(entry, "__qualname__", None) or getattr(entry, "__name__", None) or type(entry).__name__
+        return f"{getattr(entry, '__module__', '?')}:{name}"
     raise TypeError(f"a reward is a name, a 'module:function' string or a function, got {entry!r}")
 
 

@@ -4,7 +4,9 @@
 - **TRL** (any function taking `**kwargs`, or a parameter named `prompts`, `completion_ids` or
   `trainer_state`): called with keywords as TRL's GRPOTrainer does — `prompts`, `completions`,
   `completion_ids`, `trainer_state`, and every dataset column except prompt/completion as a list. When the
-  prompts are conversational (lists of messages), completions are `[{"role": "assistant", "content": text}]`.
+  prompts are conversational (lists of messages), completions are `[{"role": "assistant", "content": text}]`;
+  so they are when the function's `completions` annotation asks for messages (mentions `dict`, as TRL's
+  `accuracy_reward` and `think_format_reward` do), with string prompts then given as one user message.
 - **verl** (a parameter named `solution_str` or `ground_truth`): `compute_score(data_source, solution_str,
   ground_truth, extra_info)` called once per completion; it may return a number or a dict with "score".
 
@@ -118,10 +120,13 @@ class AdaptedReward:
     fn: Callable[..., Any]
     convention: str = ""
     _params: list[inspect.Parameter] = field(default_factory=list, repr=False)
+    wants_messages: bool = False
 
     def __post_init__(self) -> None:
         self.convention = self.convention or detect_convention(self.fn)
         self._params = _parameters(self.fn) or []
+        hint = next((p.annotation for p in self._params if p.name == "completions"), None)
+        self.wants_messages = "dict" in str(hint)
 
     def __call__(self, completions: list[str], examples: list[Example], context: CallContext | None = None) -> Any:
         context = context or CallContext()
@@ -139,6 +144,9 @@ class AdaptedReward:
             else [row.get("prompt", ex.prompt) for row, ex in zip(rows, examples)]
         )
         conversational = bool(prompts) and all(_is_conversation(p) for p in prompts)
+        if self.wants_messages and not conversational:
+            prompts = [p if _is_conversation(p) else [{"role": "user", "content": str(p)}] for p in prompts]
+            conversational = True
         texts: list[Any] = (
             [[{"role": "assistant", "content": c}] for c in completions] if conversational else completions
         )
