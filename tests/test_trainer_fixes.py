@@ -102,7 +102,7 @@ def test_dynamic_sampling_logs_sampled_and_kept_accuracy(tmp_path: Path) -> None
     fit(trainer, None, eval_before=False)
     for r in [r for r in rows(tmp_path / "metrics.jsonl") if "time/step" in r]:
         n = r["reward/sampled_n"]
-        assert n == r["sampling/rounds"] * 2 * 4  # every round's samples are counted
+        assert n == r["sampling/rounds"] * 3 * 2 * 4  # every round's samples (3x over-sampled) are counted
         assert r["train/batch_size"] == 8 and n >= 8
         assert 0 <= r["reward/accuracy"] <= 1 and 0 < r["reward/kept_accuracy"] < 1
         if r["sampling/rounds"] > 1:
@@ -125,3 +125,23 @@ def test_kl_in_the_reward_reaches_reinforce_pp_baseline(tmp_path: Path) -> None:
         advs.append(b.advantages)
         tr.rewards.close()
     assert not torch.allclose(advs[0], advs[1], atol=1e-4)
+
+
+def test_dynamic_sampling_shortfall_is_an_error_naming_the_fix_and_partial_is_opt_in(tmp_path: Path) -> None:
+    """Spec §5 / verl: a batch that cannot be filled in max_gen_rounds is an error by default; the message says
+    the model fails every prompt (all-zero reward) and names the fixes. `ds_shortfall=partial` opts in to
+    training on short batches, flagged `sampling/short_batch`. Rounds sample ceil(ds_oversample x P) prompts."""
+    from grpokit.sampling import DynamicSamplingError
+
+    common = [*TINY, "train.steps=1", "reward.functions=[toy_rewards:always_zero]", "algo.max_gen_rounds=2"]
+    cfg = build_config("dapo", overrides=common)
+    assert (cfg.algo.ds_shortfall, cfg.algo.ds_oversample) == ("error", 3)
+    tr = Trainer(cfg, tmp_path / "err")
+    with pytest.raises(DynamicSamplingError, match=r"kept 0 of 2 groups .*=2 rounds of 6 prompts.*100% all wrong") as e:
+        fit(tr, None, eval_before=False)
+    assert "preflight" in str(e.value) and "ds_shortfall=partial" in str(e.value)
+    tr = Trainer(build_config("dapo", overrides=[*common, "algo.ds_shortfall=partial"]), tmp_path / "partial")
+    fit(tr, None, eval_before=False)
+    r = [r for r in rows(tmp_path / "partial" / "metrics.jsonl") if "time/step" in r][0]
+    assert r["sampling/short_batch"] == 1.0 and r["train/skipped_update"] == 1.0
+    assert r["reward/sampled_n"] == 2 * 6 * 4  # two rounds of 3 x 2 prompts x G=4

@@ -1,11 +1,12 @@
 """Which sampled groups a step trains on (spec §5 dynamic sampling, §6 GPG resampling).
 
-A strategy gets `draw()` — sample P fresh prompts x G responses, scored — and returns the training batch and its
+A strategy gets `draw(k)` — sample k fresh prompts x G responses, scored — and returns the training batch and its
 metrics. Registered by name; the recipe picks one through `algo.dynamic_sampling` / `algo.gpg_threshold`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -15,7 +16,7 @@ from .algos.shaping import group_keep_mask
 from .batch import Batch
 from .monitor.signals import zero_variance_signals
 
-Draw = Callable[[], Batch]
+Draw = Callable[[int], Batch]
 STRATEGIES: dict[str, Callable[[Draw, int, AlgoConfig], tuple[Batch, dict[str, float]]]] = {}
 
 
@@ -58,24 +59,27 @@ def _prefilter_metrics(batches: list[Batch], rounds: int) -> dict[str, float]:
 @strategy("all")
 def keep_all(draw: Draw, prompts: int, cfg: AlgoConfig) -> tuple[Batch, dict[str, float]]:
     """Train on every sampled group (GRPO, Dr. GRPO, ...)."""
-    b = draw()
+    b = draw(prompts)
     return b, _prefilter_metrics([b], 1)
 
 
 @strategy("dapo")
 def dapo_dynamic_sampling(draw: Draw, prompts: int, cfg: AlgoConfig) -> tuple[Batch, dict[str, float]]:
-    """DAPO dynamic sampling (spec §5): keep groups whose filter metric has population std > 0 (or G = 1), draw
-    again until `prompts` groups are kept, then take the first `prompts`.
+    """DAPO dynamic sampling (spec §5): each round samples ceil(ds_oversample x prompts) prompts (verl's
+    gen_batch_size; its DAPO example over-samples 3x), keeps groups whose filter metric has population std > 0 (or
+    G = 1), and draws again until `prompts` groups are kept (at most `max_gen_rounds` rounds, verl's
+    max_num_gen_batches = 10), then takes the first `prompts`.
 
-    Not full after `max_gen_rounds` rounds: with `ds_shortfall="error"` raise DynamicSamplingError (verl and the
-    spec's pseudo-code); with `"partial"` (grpokit's default, a deliberate deviation so that a run whose model has
-    mastered most prompts does not die) train on the kept groups, log `sampling/short_batch` = 1 and let the
-    advantage-collapse detector say why; with no group kept at all the step's update is skipped."""
+    Not full after `max_gen_rounds` rounds: by default (`ds_shortfall="error"`, the spec's pseudo-code and verl)
+    raise DynamicSamplingError naming the cause (solved or too hard) and the fix. `"partial"` is an explicit
+    opt-in: train on the kept groups with `sampling/short_batch` = 1 (the short-batch detector reports it); with
+    no group kept at all the step's update is skipped."""
     kept: list[Batch] = []
     drawn: list[Batch] = []
     n_kept = 0
+    per_round = max(prompts, math.ceil(cfg.ds_oversample * prompts))
     for rnd in range(1, max(cfg.max_gen_rounds, 1) + 1):
-        b = draw()
+        b = draw(per_round)
         drawn.append(b)
         keep = group_keep_mask(_filter_metric(b, cfg), b.group_ids)
         for idx in _groups(b):
@@ -86,7 +90,6 @@ def dapo_dynamic_sampling(draw: Draw, prompts: int, cfg: AlgoConfig) -> tuple[Ba
             metrics = _prefilter_metrics(drawn, rnd)
             return Batch.concat(kept), metrics
     metrics = _prefilter_metrics(drawn, len(drawn))
-    zv = metrics["zv/acc_frac"]
     if cfg.ds_shortfall == "partial":
         metrics["sampling/short_batch"] = 1.0
         if kept:
@@ -95,10 +98,30 @@ def dapo_dynamic_sampling(draw: Draw, prompts: int, cfg: AlgoConfig) -> tuple[Ba
         last.extras["no_valid_group"] = True  # nothing to learn from: the trainer skips this step's update
         metrics["sampling/no_valid_group"] = 1.0
         return last, metrics
-    raise DynamicSamplingError(
+    raise DynamicSamplingError(shortfall_message(n_kept, prompts, cfg, metrics))
+
+
+def shortfall_message(n_kept: int, prompts: int, cfg: AlgoConfig, metrics: dict[str, float]) -> str:
+    """Why dynamic sampling could not fill the batch, and what to do about it."""
+    solved, failed = metrics.get("zv/all_correct", 0.0), metrics.get("zv/all_wrong", 0.0)
+    head = (
         f"dynamic sampling kept {n_kept} of {prompts} groups after algo.max_gen_rounds={cfg.max_gen_rounds} rounds "
-        f"(zero-variance fraction {zv:.2f}): raise algo.max_gen_rounds, use a larger rollout.group_size, or "
-        "filter the data to prompts the model sometimes solves (grpokit preflight)"
+        f"of {math.ceil(cfg.ds_oversample * prompts)} prompts: {solved:.0%} of the groups drawn were all correct, "
+        f"{failed:.0%} all wrong."
+    )
+    if solved >= failed:
+        cause = (
+            " The model solves almost every prompt: the task is learned — stop here (the last checkpoint is "
+            "saved), or train on harder data (grpokit preflight shows pass rates per prompt)."
+        )
+    else:
+        cause = (
+            " The prompts are too hard for the model: filter the data to prompts it sometimes solves (grpokit "
+            "preflight), or use a larger rollout.group_size."
+        )
+    return (
+        head + cause + " Or raise algo.max_gen_rounds / algo.ds_oversample, or set algo.ds_shortfall=partial to "
+        "train on short batches."
     )
 
 
@@ -113,7 +136,7 @@ def gpg_resampling(draw: Draw, prompts: int, cfg: AlgoConfig) -> tuple[Batch, di
     rnd = 0
     while rnd < max(cfg.max_gen_rounds, 1):
         rnd += 1
-        b = draw()
+        b = draw(prompts)
         drawn.append(b)
         keep = group_keep_mask(torch.nan_to_num(b.rewards, nan=0.0), b.group_ids)
         for idx in _groups(b):

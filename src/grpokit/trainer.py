@@ -250,9 +250,9 @@ class Trainer:
 
     # -------------------------------------------------------------------------------------------- rollout
 
-    def draw(self, timings: dict[str, float]) -> Batch:
-        """Sample P fresh prompts x G responses, score and shape them."""
-        idx = self.stream.take(self.cfg.rollout.prompts_per_step)
+    def draw(self, timings: dict[str, float], prompts: int | None = None) -> Batch:
+        """Sample `prompts` (default rollout.prompts_per_step) fresh prompts x G responses, score and shape them."""
+        idx = self.stream.take(self.cfg.rollout.prompts_per_step if prompts is None else prompts)
         self._phase("generate")
         t0 = time.perf_counter()
         out = self.engine.generate([self.prompt_tokens[i] for i in idx], self.sampling_params())
@@ -506,7 +506,7 @@ class Trainer:
         t_step = time.perf_counter()
         strat = STRATEGIES[strategy_name(a)]
         self._rounds = []
-        b, metrics = strat(lambda: self.draw(timings), cfg.rollout.prompts_per_step, a)
+        b, metrics = strat(lambda k: self.draw(timings, k), cfg.rollout.prompts_per_step, a)
         # reward/* describe everything sampled this step (all generation rounds); reward/kept_* the trained batch
         metrics.update(_merge_round_metrics(self._rounds))
         self._reward_failures = [f for res in self._rounds for f in res.failures]

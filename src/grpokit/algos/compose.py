@@ -85,8 +85,9 @@ class AlgoConfig:
     # DAPO shaping and filtering (§5)
     dynamic_sampling: bool = False
     filter_metric: str = "accuracy"
-    max_gen_rounds: int = 3
-    ds_shortfall: str = "partial"  # batch not full after max_gen_rounds: "partial" (train on it) | "error" (verl)
+    max_gen_rounds: int = 10  # DAPO / verl max_num_gen_batches
+    ds_oversample: float = 1.0  # prompts drawn per round = ceil(ds_oversample * prompts_per_step) (verl: 3)
+    ds_shortfall: str = "error"  # batch not full after max_gen_rounds: "error" (spec §5, verl) | "partial" (opt-in)
     overlong_filter: bool = False
     soft_overlong: bool = False
     overlong_cache: float = 0.2  # tokens, or a fraction of max_new_tokens when < 1 (paper: 4096/20480 = 0.2)
@@ -149,6 +150,10 @@ class AlgoConfig:
             raise ValueError(f"algo.top_entropy_rho={self.top_entropy_rho} must lie in [0, 1]")
         if not 0 <= self.ref_ema_eta <= 1:
             raise ValueError(f"algo.ref_ema_eta={self.ref_ema_eta} must lie in [0, 1]")
+        if self.max_gen_rounds < 1:
+            raise ValueError(f"algo.max_gen_rounds={self.max_gen_rounds} must be >= 1")
+        if self.ds_oversample < 1:
+            raise ValueError(f"algo.ds_oversample={self.ds_oversample} must be >= 1 (a factor on prompts_per_step)")
         if self.eps_low < 0 or (self.eps_high is not None and self.eps_high < 0):
             raise ValueError("algo.eps_low / algo.eps_high must be >= 0")
 
