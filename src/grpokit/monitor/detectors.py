@@ -306,8 +306,14 @@ class AdvantageCollapse(Windowed):
             ev["all_correct_frac"] = round(statistics.fmean(c), 3)
             ev["all_wrong_frac"] = round(statistics.fmean(w), 3)
         ev["wasted_compute"] = f"~{zv:.0%} of sampled groups give no gradient"
-        hard = ev.get("all_wrong_frac", 0) >= ev.get("all_correct_frac", 0)
-        data = "easier prompts (the model fails every sample)" if hard else "harder prompts (the model always succeeds)"
+        if "all_wrong_frac" not in ev:
+            data = (
+                "prompts the model solves sometimes (this log does not say whether groups are all-right or all-wrong)"
+            )
+        elif ev["all_wrong_frac"] >= ev["all_correct_frac"]:
+            data = "easier prompts (the model fails every sample)"
+        else:
+            data = "harder prompts (the model always succeeds)"
         ds = self.context.get("dynamic_sampling")
         if ds:
             fix = (
@@ -340,11 +346,13 @@ class EntropyCollapse(Detector):
     """§17.7: mean token entropy strictly below `h_star` nats for more than `patience` consecutive training steps
     (NaN resets the counter and raises an 'entropy metric missing' alert; a row without the signal, such as a skipped
     update, neither counts nor resets: the steps it covers still count); relative variant: below `rel_frac` x the
-    mean of the first `baseline_steps` logged values for more than `patience` steps. While accuracy is at
-    `ceiling` (train or held-out accuracy, or a 0/1 reward) low entropy is reported as convergence, not collapse."""
+    mean of the first `baseline_steps` logged values for more than `patience` steps. While accuracy (train or
+    held-out accuracy, or a 0/1 reward; the mean of the last `acc_window` steps) is at or above `ceiling`, low
+    entropy is reported as convergence, not collapse: on a task with one right answer a policy that is right
+    almost always has no reason to spread its probability."""
 
     name, mode = "entropy_collapse", "entropy collapse"
-    h_star, patience, rel_frac, baseline_steps, ceiling = 0.5, 50, 0.1, 10, 0.95
+    h_star, patience, rel_frac, baseline_steps, ceiling, acc_window = 0.5, 50, 0.1, 10, 0.9, 10
     requires = (("entropy/token_mean",),)
 
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
@@ -354,12 +362,18 @@ class EntropyCollapse(Detector):
         self.rel_since: int | None = None
         self.baseline: list[float] = []
         self.missing_reported = False
-        self.acc: tuple[str | None, float] = (None, math.nan)
+        self.acc = StepWindow(self.acc_window)  # (signal, accuracy) of recent steps; their mean is compared
         self.range = _RewardRange()
 
     @property
     def min_steps(self) -> int:
         return int(self.patience) + 1
+
+    def _accuracy(self) -> tuple[str | None, float]:
+        vals = self.acc.values()
+        if not vals:
+            return None, math.nan
+        return vals[-1][0], statistics.fmean(v for _, v in vals)
 
     def _fix(self) -> tuple[str, list[str]]:
         ctx = self.context
@@ -395,7 +409,7 @@ class EntropyCollapse(Detector):
         self.range.update(m)
         key, acc = accuracy_now(m, self.range.zero_one)
         if key is not None:
-            self.acc = (key, acc)
+            self.acc.add(step, (key, acc))
         if "entropy/token_mean" not in m:
             return self.active, None
         h = _num(m, "entropy/token_mean")
@@ -428,7 +442,7 @@ class EntropyCollapse(Detector):
             "initial_entropy": round(base, 4),
         }
         why = f"below {self.h_star} nats" if absolute else f"below {self.rel_frac:.0%} of its initial {base:.2f}"
-        acc_key, acc_v = self.acc
+        acc_key, acc_v = self._accuracy()
         if acc_key is not None and acc_v >= self.ceiling:
             ev["accuracy"] = round(acc_v, 3)
             ev["accuracy_signal"] = acc_key
@@ -935,7 +949,7 @@ class Saturation(Windowed):
     algorithm: the data is too easy for the model now, and further steps mostly do nothing."""
 
     name, mode = "saturation", "converged / saturated"
-    ceiling, all_correct, window = 0.95, 0.8, 10
+    ceiling, all_correct, window, margin = 0.95, 0.8, 10, 0.05
     keys = ("zv/all_correct",)
     requires = (("reward/accuracy", "eval/accuracy", "zv/all_correct", "reward/min"),)
 
@@ -960,10 +974,11 @@ class Saturation(Windowed):
         acc_mean = statistics.fmean(acc_vals) if self.acc.full() and acc_vals else math.nan
         ac_mean = statistics.fmean(ac_vals) if self.full() and ac_vals else math.nan
         held_out = self.eval_acc[1] if self.eval_acc is not None else math.nan
+        slack = self.margin if self.active else 0.0  # hysteresis: a saturated run stays so until clearly below
         at_ceiling = (
-            (math.isfinite(acc_mean) and acc_mean >= self.ceiling)
-            or (math.isfinite(ac_mean) and ac_mean >= self.all_correct)
-            or (math.isfinite(held_out) and held_out >= self.ceiling)
+            (math.isfinite(acc_mean) and acc_mean >= self.ceiling - slack)
+            or (math.isfinite(ac_mean) and ac_mean >= self.all_correct - slack)
+            or (math.isfinite(held_out) and held_out >= self.ceiling - slack)
         )
         if not at_ceiling:
             return False, None
@@ -983,8 +998,18 @@ class Saturation(Windowed):
             start,
             step,
             "info",
-            f"the model solves almost every training prompt now (over the last {self.window} steps): "
-            "most groups are all-correct and give no gradient",
+            "the model is at its accuracy ceiling on this data: "
+            + "; ".join(
+                part
+                for part in (
+                    f"{acc_mean:.0%} of training samples right over the last {self.window} steps"
+                    if math.isfinite(acc_mean)
+                    else "",
+                    f"{ac_mean:.0%} of groups all-correct (no gradient)" if math.isfinite(ac_mean) else "",
+                    f"held-out accuracy {held_out:.0%}" if math.isfinite(held_out) else "",
+                )
+                if part
+            ),
             ev,
             "the task is solved for this model: stop training, or move to harder data (grpokit preflight filters "
             "always-solved prompts)",

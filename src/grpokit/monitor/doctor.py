@@ -1,21 +1,29 @@
 """`grpokit doctor PATH`: diagnose a finished or running training from its logs alone.
 
-Reads grpokit run directories, TRL output directories, verl console/JSONL logs and TensorBoard event
-directories (`readers.py`), replays every detector over the logged steps and returns a ranked diagnosis: what is
-wrong, since when, the evidence, what to change. Signals the log lacks are listed as not measurable.
+Reads the logs people have (`readers.py`: grpokit runs, TRL output directories and console logs, verl console /
+JSONL logs, W&B exports, TensorBoard event directories; a folder holding several runs is diagnosed run by run, or
+`--run NAME` picks one), replays every detector over the logged training steps and returns a ranked diagnosis:
+what is wrong, since when, its current value, the evidence, what to change (only changes the run does not already
+have and that can act in its configuration). Besides the detectors' alerts, the diagnosis states facts about the
+log itself: a run that never trained, updates that did not happen, a log too short to judge a failure mode, a
+sparse logging interval, generation rounds at their cap. Signals the log lacks are listed as not measurable.
+
+Exit status of `doctor_main`: 0 nothing critical, 1 a critical failure mode or a run that never trained,
+2 the input cannot be read as a training log (one line on stderr, never a traceback).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from .detectors import Monitor, rank
-from .readers import read_run
+from .detectors import SEVERITY_RANK, Monitor, rank
+from .readers import RunLog, read_runs
 
 HEADLINE = (
     "reward/mean",
@@ -28,102 +36,326 @@ HEADLINE = (
     "eval/accuracy",
 )
 
-
-TRAINING_KEYS = (
-    "reward/mean",
-    "entropy/token_mean",
-    "actor/loss",
-    "train/grad_norm",
-    "zv/frac",
-    "zv/sample_frac",
-    "length/mean",
+# signals that only an RL run logs (a log with none of them is supervised fine-tuning, or not a training log)
+RL_SIGNALS = (
+    "reward/",
+    "zv/",
+    "kl_ref/",
+    "entropy/",
+    "actor/clipfrac",
+    "actor/pg_loss",
+    "actor/kl_loss",
+    "actor/ppo_kl",
+    "mismatch/",
+    "length/",
+    "critic/",
 )
 
 
-def _run_config(path: Path, source: str) -> dict[str, Any]:
-    cfg_path = (path if path.is_dir() else path.parent) / "config.yaml"
-    if source != "grpokit" or not cfg_path.exists():
-        return {}
-    return yaml.safe_load(cfg_path.read_text()) or {}
-
-
-def _context(cfg: dict[str, Any]) -> dict[str, Any]:
-    if not cfg:
-        return {}
-    a, t = cfg.get("algo", {}), cfg.get("train", {})
-    return {
-        "dynamic_sampling": a.get("dynamic_sampling"),
-        "policy_loss": a.get("policy_loss"),
-        "eps_low": a.get("eps_low"),
-        "eps_high": a.get("eps_high"),
-        "epochs": t.get("epochs", 1),
-        "mini_batches": t.get("mini_batches", 1),
-        "is_correction": a.get("is_correction"),
-        "recipe": cfg.get("recipe"),
-    }
+def _finite(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(float(v)) else None
 
 
 def _last(rows: list[dict[str, Any]], key: str) -> float | None:
     for r in reversed(rows):
-        v = r.get(key)
-        if isinstance(v, (int, float)) and math.isfinite(float(v)):
-            return float(v)
+        v = _finite(r.get(key))
+        if v is not None:
+            return v
     return None
 
 
-def diagnose(path: str | Path, thresholds: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Replay the detectors over a log; returns a JSON-able diagnosis. A grpokit run's own `monitor.thresholds`
-    apply unless `thresholds` is given."""
-    log = read_run(path)
-    cfg = _run_config(Path(path), log.source)
+def _present(row: dict[str, Any]) -> dict[str, Any]:
+    """A row as the detectors see it in a replay: NaN means "not logged at this step" (readers fill gaps with NaN;
+    grpokit writes NaN as null), so it is dropped."""
+    return {k: v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))}
+
+
+def _is_training_row(row: dict[str, Any]) -> bool:
+    """A row with any logged signal other than held-out evaluation and timing (an eval-only row is not a step)."""
+    return any(k != "step" and not k.startswith(("eval/", "time/", "perf/")) for k in row)
+
+
+def _no_update(row: dict[str, Any]) -> str | None:
+    """Why this step did not update the policy, if the row shows it."""
+    if (_finite(row.get("train/skipped_update")) or 0) >= 1:
+        return "update skipped"
+    for k in ("zv/acc_frac", "zv/frac", "zv/sample_frac"):
+        v = _finite(row.get(k))
+        if v is not None:
+            if v >= 1 - 1e-9:
+                return "every group had equal rewards (zero advantage)"
+            break
+    g, loss = _finite(row.get("train/grad_norm")), _finite(row.get("actor/loss"))
+    if g == 0.0 and (loss is None or loss == 0.0):
+        return "zero gradient"
+    return None
+
+
+def _finding(kind: str, severity: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"kind": kind, "severity": severity, "message": message, **extra}
+
+
+def diagnose_log(log: RunLog, thresholds: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Replay the detectors over one run's rows; returns a JSON-able diagnosis. A grpokit run's own
+    `monitor.thresholds` apply unless `thresholds` is given."""
     if thresholds is None:
-        thresholds = (cfg.get("monitor") or {}).get("thresholds") or None
-    mon = Monitor(_context(cfg), thresholds)
-    for row in log.rows:
-        # readers fill a signal a step did not log with NaN: in a replay NaN means "not logged", so drop it; rows
-        # with no training signal at all (evaluation-only rows) are not training steps
-        present = {k: v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))}
-        if not any(k in present for k in TRAINING_KEYS):
-            continue
-        mon.observe(int(row.get("step", 0)), present)
-    alerts = rank(mon.alerts)
-    steps = [int(r["step"]) for r in log.rows if "step" in r]
-    return {
-        "path": str(path),
+        mon_cfg = log.config.get("monitor") if isinstance(log.config.get("monitor"), dict) else {}
+        thresholds = mon_cfg.get("thresholds") or None
+    ctx = dict(log.context)
+    mon = Monitor(ctx, thresholds)
+    rows = [p for r in log.rows if _is_training_row(p := _present(r))]
+    steps = [int(r["step"]) for r in rows]
+    findings: list[dict[str, Any]] = []
+    diag: dict[str, Any] = {
+        "path": str(log.path),
+        "run": log.name,
         "source": log.source,
-        "steps": len(steps),
-        "last_step": max(steps) if steps else None,
-        "alerts": [a.to_dict() for a in alerts],
-        "active": mon.active(),
-        "not_measurable": mon.not_measurable(log.available),
+        "steps": len(rows),
+        "first_step": steps[0] if steps else None,
+        "last_step": steps[-1] if steps else None,
+        "context": ctx,
+        "notes": list(log.notes),
+        "findings": findings,
+        "alerts": [],
+        "active": [],
+        "not_measurable": {},
         "last_values": {k: v for k in HEADLINE if (v := _last(log.rows, k)) is not None},
     }
+    if not rows and log.rows:
+        findings.append(
+            _finding(
+                "not_rl",
+                "info",
+                "not an RL run: its rows hold none of the signals grpokit maps (the log's own names: "
+                + ", ".join(sorted(log.raw_names)[:8])
+                + "); nothing to diagnose",
+            )
+        )
+        diag["verdict"] = "not an RL run"
+        return diag
+    if not rows:
+        findings.append(
+            _finding(
+                "no_steps",
+                "critical",
+                "no training step was logged: the run stopped before its first step"
+                + (" (see the error below)" if any("error" in n for n in log.notes) else ""),
+            )
+        )
+        diag["verdict"] = "never reached a training step"
+        return diag
+    is_rl = any(k.startswith(RL_SIGNALS) for k in log.available)
+    if not is_rl:
+        findings.append(
+            _finding(
+                "not_rl",
+                "info",
+                "not an RL run: these rows hold only "
+                + ", ".join(sorted(log.available) or ["unmapped metrics"])
+                + " (supervised fine-tuning, or a trainer whose names grpokit does not map); nothing to diagnose",
+            )
+        )
+        diag["verdict"] = "not an RL run"
+        return diag
+
+    for r in rows:
+        mon.observe(int(r["step"]), r)
+    alerts = rank(mon.alerts)
+    diag["alerts"] = [a.to_dict() for a in alerts]
+    diag["active"] = mon.active()
+    diag["not_measurable"] = mon.not_measurable(log.available)
+
+    # --- facts about the log itself
+    diffs = [b - a for a, b in zip(steps, steps[1:]) if b > a]
+    interval = int(statistics.median(diffs)) if diffs else 1
+    span = steps[-1] - steps[0] + interval if steps else 0
+    diag["logging_interval"] = interval
+    if interval > 1:
+        findings.append(
+            _finding(
+                "logging_interval",
+                "info",
+                f"logging interval is {interval} steps: detection latency is at least {interval} steps",
+                interval=interval,
+            )
+        )
+    reasons = [why for r in rows if (why := _no_update(r))]
+    if reasons:
+        k, n = len(reasons), len(rows)
+        common = max(set(reasons), key=reasons.count)
+        if k == n:
+            findings.append(
+                _finding(
+                    "never_trained",
+                    "critical",
+                    f"this run never trained: no update happened in any of its {n} logged steps ({common})",
+                    no_update=k,
+                    of=n,
+                )
+            )
+        else:
+            findings.append(
+                _finding(
+                    "no_update",
+                    "warning" if k / n >= 0.5 else "info",
+                    f"no update happened in {k} of {n} logged steps (mostly: {common})",
+                    no_update=k,
+                    of=n,
+                )
+            )
+    cap = ctx.get("max_gen_rounds")
+    rounds = [_finite(r.get("sampling/rounds")) for r in rows]
+    if isinstance(cap, (int, float)) and cap > 1 and any(v is not None for v in rounds):
+        hit = sum(1 for v in rounds if v is not None and v >= cap)
+        if hit:
+            findings.append(
+                _finding(
+                    "generation_cap",
+                    "warning" if hit / len(rows) >= 0.5 else "info",
+                    f"{hit} of {len(rows)} steps hit the generation-round cap (algo.max_gen_rounds={int(cap)}): "
+                    "dynamic sampling could not fill the batch with mixed groups",
+                    hit=hit,
+                    of=len(rows),
+                )
+            )
+    fired = {a.detector for a in alerts}
+    for d in mon.detectors:
+        if d.name in diag["not_measurable"] or d.name in fired:
+            continue
+        if span < d.min_steps:
+            findings.append(
+                _finding(
+                    "too_few_steps",
+                    "info",
+                    f"too few steps to judge {d.mode} (needs {d.min_steps} steps, the log covers {span})",
+                    detector=d.name,
+                    needs=d.min_steps,
+                    covers=span,
+                )
+            )
+    diag["verdict"] = _verdict(diag)
+    return diag
+
+
+def _verdict(diag: dict[str, Any]) -> str:
+    kinds = {f["kind"] for f in diag["findings"]}
+    if "never_trained" in kinds:
+        return "never trained"
+    sev = [a["severity"] for a in diag["alerts"] if a["mode"] in diag["active"] or a.get("cleared_at") is None]
+    modes = {a["mode"] for a in diag["alerts"]}
+    if "critical" in sev:
+        return "failing"
+    if modes & {"converged / saturated", "convergence"}:
+        return "converged / saturated"
+    if "warning" in sev:
+        return "warnings"
+    if diag["alerts"]:
+        return "no failure mode active at the end (earlier alerts cleared)"
+    if any(f["kind"] == "too_few_steps" for f in diag["findings"]):
+        return "no failure mode detected so far; the log is too short to judge some modes"
+    return "no failure mode detected"
+
+
+def diagnose_all(
+    path: str | Path, thresholds: dict[str, dict[str, Any]] | None = None, run: str | None = None
+) -> list[dict[str, Any]]:
+    """One diagnosis per run under a path (never merged)."""
+    diags = []
+    for log in read_runs(path, run):
+        if not log.rows and log.source in ("grpokit", "trl", "wandb", "tensorboard"):
+            raise ValueError(f"{log.path}: no training step in this log (no row with a step and a metric)")
+        diags.append(diagnose_log(log, thresholds))
+    return diags
+
+
+def diagnose(path: str | Path, thresholds: dict[str, dict[str, Any]] | None = None, run: str | None = None) -> dict:
+    """The diagnosis of the one run at a path (ValueError naming the runs if the path holds several)."""
+    diags = diagnose_all(path, thresholds, run)
+    if len(diags) > 1:
+        names = ", ".join(repr(d["run"]) for d in diags)
+        raise ValueError(f"{path} holds {len(diags)} runs ({names}): pick one with --run NAME")
+    return diags[0]
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
 def render(diag: dict[str, Any]) -> str:
-    """A short, ranked, human-readable diagnosis."""
-    out = [f"{diag['path']}: {diag['source']} log, {diag['steps']} steps (last step {diag['last_step']})"]
+    """A short, ranked, human-readable diagnosis of one run."""
+    name = f" [{diag['run']}]" if diag.get("run") else ""
+    span = ""
+    if diag.get("first_step") is not None:
+        every = diag.get("logging_interval") or 1
+        span = f", steps {diag['first_step']}..{diag['last_step']}" + (f" every {every}" if every > 1 else "")
+    out = [f"{diag['path']}{name}: {diag['source']} log, {diag['steps']} steps{span}"]
+    for note in diag.get("notes", []):
+        out.append(f"  note: {note}")
     if diag["last_values"]:
         out.append("  now: " + ", ".join(f"{k} {v:.3g}" for k, v in diag["last_values"].items()))
-    if not diag["alerts"]:
-        out.append("No failure mode detected.")
+    out.append(f"  verdict: {diag.get('verdict', '')}")
+    for f in sorted(diag.get("findings", []), key=lambda f: SEVERITY_RANK.get(f["severity"], 9)):
+        out.append(f"  - {f['severity'].upper()} {f['message']}")
+    if not diag["alerts"] and diag.get("verdict") not in ("never trained", "not an RL run"):
+        out.append("No failure mode detected." if diag["steps"] else "")
     for i, a in enumerate(diag["alerts"], 1):
-        still = " (still active)" if a["mode"] in diag["active"] else ""
-        out.append(
-            f"{i}. {a['severity'].upper()} {a['mode']}{still}: since step {a['step']} "
-            f"(confirmed at step {a['fired_at']})"
-        )
+        if a["mode"] in diag["active"] and a.get("cleared_at") is None:
+            state = " (still active)"
+        elif a.get("cleared_at") is not None:
+            state = f" (cleared at step {a['cleared_at']})"
+        else:
+            state = ""
+        head = f"{i}. {a['severity'].upper()} {a['mode']}{state}: since step {a['step']}"
+        out.append(f"{head} (confirmed at step {a['fired_at']})")
         out.append(f"   what: {a['message']}")
-        out.append("   evidence: " + ", ".join(f"{k}={v}" for k, v in a["evidence"].items()))
+        out.append("   evidence: " + ", ".join(f"{k}={_fmt(v)}" for k, v in a["evidence"].items()))
+        cur = a.get("current")
+        if cur and cur.get("step") != a["fired_at"]:
+            out.append(f"   now (step {cur['step']}): {cur['message']}")
+        for e in a.get("escalations", []):
+            if "to" in e:
+                out.append(f"   escalated: {e['from']} -> {e['to']} at step {e['step']}")
+            else:
+                out.append(f"   became: {e['mode']} at step {e['step']}")
         out.append(f"   change: {a['fix']}")
     if diag["not_measurable"]:
         out.append("Not measurable from this log (signals it does not record):")
-        for name, miss in diag["not_measurable"].items():
-            out.append(f"  - {name}: needs {', '.join(miss)}")
-    return "\n".join(out)
+        for det, miss in diag["not_measurable"].items():
+            out.append(f"  - {det}: needs {', '.join(miss)}")
+    return "\n".join(line for line in out if line != "")
 
 
-def doctor_main(path: str, as_json: bool = False) -> int:
-    diag = diagnose(path)
-    print(json.dumps(diag, indent=1, default=str) if as_json else render(diag))
-    return 1 if any(a["severity"] == "critical" for a in diag["alerts"]) else 0
+def _exit_code(diags: list[dict[str, Any]]) -> int:
+    for d in diags:
+        if any(a["severity"] == "critical" for a in d["alerts"]):
+            return 1
+        if any(f["severity"] == "critical" for f in d.get("findings", [])):
+            return 1
+    return 0
+
+
+def doctor_main(path: str, as_json: bool = False, run: str | None = None) -> int:
+    """Print the diagnosis of every run under `path` (or the one named `run`); see the module docstring for the
+    exit status. Unreadable input is one line on stderr (GRPOKIT_DEBUG=1 shows the traceback)."""
+    try:
+        diags = diagnose_all(path, run=run)
+    except (ValueError, OSError, UnicodeDecodeError) as e:
+        if os.environ.get("GRPOKIT_DEBUG"):
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001 - a corrupt file of a supported kind must not print a traceback
+        if os.environ.get("GRPOKIT_DEBUG"):
+            raise
+        print(f"error: {path}: cannot read it as a training log ({type(e).__name__}: {e})", file=sys.stderr)
+        return 2
+    if as_json:
+        payload: Any = diags[0] if len(diags) == 1 else {"path": str(path), "runs": diags}
+        print(json.dumps(payload, indent=1, default=str))
+    else:
+        if len(diags) > 1:
+            print(f"{path}: {len(diags)} runs, each diagnosed on its own (pick one with --run NAME)\n")
+        print("\n\n".join(render(d) for d in diags))
+    return _exit_code(diags)

@@ -63,15 +63,16 @@ def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[flo
     return xs, ys
 
 
-def make_report(path: str | Path, out: str | Path | None = None) -> Path:
-    """Write `report.html` and one PNG per panel into `out` (default: PATH/report); returns the HTML path."""
+def make_report(path: str | Path, out: str | Path | None = None, run: str | None = None) -> Path:
+    """Write `report.html` and one PNG per panel into `out` (default: PATH/report); returns the HTML path. `run`
+    picks one run when PATH holds several."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    log = read_run(path)
-    diag = diagnose(path)
+    log = read_run(path, run)
+    diag = diagnose(path, run=run)
     src = Path(path)
     out_dir = Path(out) if out else (src if src.is_dir() else src.parent) / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -99,20 +100,29 @@ def make_report(path: str | Path, out: str | Path | None = None) -> Path:
         fig.savefig(png)
         plt.close(fig)
         figures.append((title, png))
+    run_label = f" [{html.escape(diag['run'])}]" if diag.get("run") else ""
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>grpokit report</title>",
         "<style>body{font-family:sans-serif;max-width:980px;margin:auto}img{max-width:100%}"
         ".critical{color:#d62728}.warning{color:#b35c00}.info{color:#1f77b4}</style></head><body>",
-        f"<h1>grpokit report</h1><p>{html.escape(str(path))} — {diag['source']} log, {diag['steps']} steps</p>",
-        "<h2>Diagnosis</h2>",
+        f"<h1>grpokit report</h1><p>{html.escape(str(path))}{run_label} — {diag['source']} log, "
+        f"{diag['steps']} steps</p>",
+        f"<h2>Diagnosis</h2><p><b>verdict: {html.escape(diag.get('verdict', ''))}</b></p>",
     ]
+    for f in diag.get("findings", []):
+        parts.append(f"<p class='{f['severity']}'>{f['severity'].upper()} {html.escape(f['message'])}</p>")
     if not diag["alerts"]:
         parts.append("<p>No failure mode detected.</p>")
     for a in diag["alerts"]:
         parts.append(
             f"<p class='{a['severity']}'><b>{a['severity'].upper()} {html.escape(a['mode'])}</b> since step "
             f"{a['step']}: {html.escape(a['message'])}<br>evidence: {html.escape(json.dumps(a['evidence']))}"
-            f"<br>change: {html.escape(a['fix'])}</p>"
+            + (
+                f"<br>now (step {a['current']['step']}): {html.escape(a['current']['message'])}"
+                if a.get("current") and a["current"].get("step") != a["fired_at"]
+                else ""
+            )
+            + f"<br>change: {html.escape(a['fix'])}</p>"
         )
     if diag["not_measurable"]:
         items = "".join(
