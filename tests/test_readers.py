@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grpokit.monitor.readers import CANONICAL, READERS, TRL_NAMES, VERL_NAMES, RunLog, detect, read_run
+from grpokit.monitor.readers import CANONICAL, READERS, TRL_NAMES, VERL_NAMES, RunLog, detect, read_run, read_runs
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 TRL_HEALTHY = LOGS / "trl_healthy"
@@ -237,3 +237,161 @@ def test_unsupported_path_gives_clear_error(tmp_path):
         read_run(tmp_path / "missing")
     with pytest.raises(ValueError, match="not a supported training log"):
         read_run(tmp_path / "notes.txt")
+
+
+# -------------------------------------------------------------------------- issue 13: the logs people have
+
+REAL = LOGS / "real"
+
+
+def test_trl_console_log_steps_come_from_progress_bars() -> None:
+    """A real Unsloth/TRL GRPO console log (logging every 5 steps, dicts among debug output and tqdm bars)."""
+    path = REAL / "trl_unsloth_tsc_grpo_first_50_steps" / "docker_run.log"
+    log = read_run(path)
+    assert log.source == "trl-console" and log.flavor == "trl"
+    assert log.steps == list(range(5, 55, 5))
+    text = path.read_text(encoding="utf-8")
+    rewards = [float(x) for x in __import__("re").findall(r"'reward': ([0-9.]+)", text)]
+    assert _values(log, "reward/mean") == pytest.approx(rewards)
+    assert {"zv/frac", "kl_ref/k3", "reward/std", "length/mean", "length/truncation_rate"} <= log.available
+
+
+def test_console_log_holding_sft_then_grpo_is_two_runs() -> None:
+    logs = read_runs(REAL / "trl_unsloth_tsc_grpo_collapse")
+    assert [lg.name for lg in logs] == ["docker_run.log#1", "docker_run.log#2"]
+    sft, grpo = logs
+    assert "reward/mean" not in sft.available and sft.available == {"actor/loss", "train/grad_norm", "train/lr"}
+    assert grpo.steps[:3] == [5, 10, 15] and len(grpo.steps) == 69
+    assert read_run(REAL / "trl_unsloth_tsc_grpo_collapse", run="docker_run.log#2").steps == grpo.steps
+    with pytest.raises(ValueError, match="holds 2 runs"):
+        read_run(REAL / "trl_unsloth_tsc_grpo_collapse")
+
+
+def test_trl_console_old_names_eval_rows_and_no_progress_bars(tmp_path) -> None:
+    """TRL 0.14-style names (`completion_length`, `rewards/accuracy_reward`), `logging_steps=10`, an eval dict at
+    the same step, and ms-swift's JSON dict with `global_step/max_steps`."""
+    bar = "{n}/40 [00:10<00:30,  1.00s/it]"
+    lines = []
+    for n in (10, 20, 30):
+        lines.append(f" 25%|##5       | {bar.format(n=n)}")
+        lines.append(
+            f"{{'loss': 0.0, 'grad_norm': 0.5, 'learning_rate': 1e-06, 'completion_length': {100 + n}.0, "
+            f"'rewards/accuracy_reward': 0.{n // 10}, 'reward': 0.{n // 10}, 'reward_std': 0.3, 'kl': 0.001, "
+            f"'epoch': 0.1}}"
+        )
+    lines.append("{'eval_loss': 0.1, 'eval_rewards/accuracy_reward': 0.55, 'epoch': 0.1}")
+    lines.append("{'train_runtime': 100.0, 'train_samples_per_second': 1.0, 'train_loss': 0.0, 'epoch': 0.2}")
+    f = tmp_path / "train.txt"
+    f.write_text("\n".join(lines) + "\n")
+    log = read_run(f)
+    assert log.source == "trl-console" and log.steps == [10, 20, 30]
+    assert _values(log, "length/mean") == [110.0, 120.0, 130.0]
+    assert _values(log, "reward/accuracy") == [0.1, 0.2, 0.3]
+    assert log.rows[-1]["eval/accuracy"] == 0.55  # the eval dict joins the step it was printed at
+    swift = tmp_path / "swift.log"
+    swift.write_text(
+        '{"loss": 1e-08, "grad_norm": 0.03, "reward": 0.65, "reward_std": 0.13, "frac_reward_zero_std": 0.625, '
+        '"kl": 0.0, "global_step/max_steps": "2/4389", "percentage": "0.05%"}\n'
+        '{"loss": 4e-08, "grad_norm": 0.03, "reward": 0.78, "reward_std": 0.03, "frac_reward_zero_std": 0.875, '
+        '"kl": 4.3e-05, "global_step/max_steps": "3/4389", "percentage": "0.07%"}\n'
+    )
+    log = read_run(swift)
+    assert log.steps == [2, 3] and _values(log, "zv/frac") == [0.625, 0.875]
+
+
+def test_console_without_step_numbers_numbers_rows_and_says_so(tmp_path) -> None:
+    f = tmp_path / "out.log"
+    f.write_text("".join(f"{{'loss': 0.1, 'reward': 0.{i}, 'kl': 0.01, 'epoch': 0.{i}}}\n" for i in range(1, 4)))
+    log = read_run(f)
+    assert log.steps == [1, 2, 3] and "no step numbers" in log.notes[0]
+
+
+def test_verl_old_names_and_score_range() -> None:
+    """verl <= 0.3 (a real PPO log): entropy as `actor/entropy_loss`; score min/max tell a 0/1 verifier."""
+    log = read_run(REAL / "verl_ppo_gsm8k_converged")
+    assert log.source == "verl" and log.steps[0] == 101 and len(log.steps) == 335
+    assert "actor/entropy_loss" in log.raw_names and "actor/entropy" not in log.raw_names
+    assert log.rows[0]["entropy/token_mean"] == pytest.approx(0.035)
+    assert log.rows[0]["reward/min"] == 0.0 and log.rows[0]["reward/max"] == 1.0
+    assert log.context["epochs"] == 1 and log.context["mini_batches"] == 4  # from the config verl printed
+    assert log.context["eps_high"] == 0.2 and log.context["recipe"] == "gae"
+
+
+def test_verl_console_with_sft_then_rl_lines_is_two_runs() -> None:
+    logs = read_runs(REAL / "verl_grpo_char_count_1_step")
+    assert [lg.name for lg in logs] == ["README.md#1", "README.md#2"]
+    assert "train/loss" in logs[0].raw_names and logs[0].available == set()
+    assert logs[1].steps == [0, 1] and logs[1].rows[1]["entropy/token_mean"] == pytest.approx(0.0977, abs=1e-4)
+
+
+def test_verl_log_that_crashed_before_step_one() -> None:
+    log = read_run(REAL / "verl_ppo_maze_crash_before_step1")
+    assert log.source == "verl" and log.rows == []
+    assert any("NotImplementedError" in n for n in log.notes)
+    # a handled, logged traceback is not a crash
+    assert not any("error" in n for n in read_run(REAL / "verl_grpo_gui_cursor_10_steps").notes)
+
+
+def test_wandb_ui_csv_with_two_runs_and_api_json(tmp_path) -> None:
+    f = tmp_path / "wandb_export.csv"
+    f.write_text(
+        '"Step","run-a - train/reward","run-a - train/reward__MIN","run-a - train/reward__MAX",'
+        '"run-b - train/reward","run-b - train/kl"\n'
+        '"10","0.1","0.0","0.2","0.5","0.01"\n"20","0.2","0.1","0.3","","0.02"\n'
+    )
+    logs = read_runs(f)
+    assert [lg.name for lg in logs] == ["run-a", "run-b"] and {lg.source for lg in logs} == {"wandb"}
+    a, b = logs
+    assert a.steps == [10, 20] and _values(a, "reward/mean") == [0.1, 0.2]
+    assert b.steps == [10, 20] and math.isnan(b.rows[1]["reward/mean"]) and _values(b, "kl_ref/k3") == [0.01, 0.02]
+    j = tmp_path / "history.json"
+    j.write_text(
+        json.dumps(
+            [
+                {"_step": 0, "_runtime": 5.0, "train/global_step": 10, "train/reward": 0.3, "train/entropy": 1.2},
+                {"_step": 1, "_runtime": 9.0, "train/global_step": 20, "train/reward": 0.4, "train/entropy": 1.1},
+            ]
+        )
+    )
+    log = read_run(j)
+    assert log.source == "wandb" and log.steps == [10, 20] and _values(log, "entropy/token_mean") == [1.2, 1.1]
+    jl = tmp_path / "history.jsonl"
+    jl.write_text(
+        "".join(json.dumps({"_step": i, "actor/entropy": 0.5 + i, "critic/score/mean": 0.1}) + "\n" for i in range(3))
+    )
+    log = read_run(jl)
+    assert log.source == "wandb" and log.flavor == "verl" and _values(log, "entropy/token_mean") == [0.5, 1.5, 2.5]
+
+
+def test_folder_of_runs_is_read_run_by_run(tmp_path) -> None:
+    """Two TensorBoard runs and a console log under one folder: three runs, never merged (issue 13)."""
+    shutil.copytree(TRL_HEALTHY / "tensorboard", tmp_path / "exp" / "healthy")
+    shutil.copytree(TRL_CONSTANT / "tensorboard", tmp_path / "exp" / "constant")
+    shutil.copy(REAL / "trl_unsloth_tsc_grpo_two_rows" / "docker_run.log", tmp_path / "exp" / "console.log")
+    logs = read_runs(tmp_path)
+    assert [lg.name for lg in logs] == ["exp/console.log", "exp/constant", "exp/healthy"]
+    by = {lg.name: lg for lg in logs}
+    assert _values(by["exp/constant"], "zv/frac") == [1.0] * TRL_STEPS
+    assert all(v < 1 for v in _values(by["exp/healthy"], "zv/sample_frac"))
+    assert [lg.name for lg in read_runs(tmp_path, run="healthy")] == ["exp/healthy"]
+    with pytest.raises(ValueError, match="no run named 'nope'"):
+        read_runs(tmp_path, run="nope")
+
+
+def test_grpokit_config_travels_with_the_tensorboard_events(tmp_path) -> None:
+    """A bare `tb/` folder of a grpokit run knows the run's config (issue 13: doctor on `tb/` recommended dynamic
+    sampling to a run that had it on)."""
+    from grpokit.config import build_config
+    from grpokit.runlog import RunLog as Writer
+
+    w = Writer(tmp_path / "run")
+    w.write_config(build_config("dapo").to_dict())
+    w.log(1, {"reward/mean": 0.5, "zv/frac": 0.9})
+    w.close()
+    alone = tmp_path / "tb_only"
+    shutil.copytree(tmp_path / "run" / "tb", alone)
+    log = read_run(alone)
+    assert log.source == "tensorboard" and log.flavor == "grpokit"
+    assert log.context["dynamic_sampling"] is True and log.context["eps_high"] == 0.28
+    assert log.config["recipe"] == "dapo"
+    assert len(list(alone.glob("events.out.tfevents.*"))) == 1 and not [p for p in alone.iterdir() if p.is_dir()]

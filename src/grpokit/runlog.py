@@ -1,4 +1,8 @@
-"""Run directory writers: config.yaml, metrics.jsonl, completions.jsonl, TensorBoard events."""
+"""Run directory writers: config.yaml, metrics.jsonl, completions.jsonl, TensorBoard events.
+
+The config travels with every log: `config.yaml` next to `metrics.jsonl`, and inside the TensorBoard events as a
+text summary (`grpokit/config`, YAML; `grpokit doctor` reads it back from a bare `tb/` folder) and as hparams
+(flattened `section.key` values, in the same event file: TensorBoard's HPARAMS tab shows them)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
 
 
 def _clean(v: Any) -> Any:
@@ -34,8 +49,24 @@ class RunLog:
             except ImportError:  # tensorboard is a declared dependency; stay usable without it
                 self.tb = None
 
-    def write_config(self, cfg: dict[str, Any]) -> None:
-        (self.dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    def write_config(self, cfg: dict[str, Any], step: int = 0) -> None:
+        text = yaml.safe_dump(cfg, sort_keys=False)
+        (self.dir / "config.yaml").write_text(text)
+        if self.tb is not None:
+            from .monitor.readers import CONFIG_TEXT_TAG
+
+            self.tb.add_text(CONFIG_TEXT_TAG, "```yaml\n" + text + "```", step)
+            self._write_hparams(cfg)
+            self.tb.flush()
+
+    def _write_hparams(self, cfg: dict[str, Any]) -> None:
+        """The config as TensorBoard hparams, written into this run's own event file (SummaryWriter.add_hparams
+        would start a second event file in a sub-folder: a second "run" to every reader)."""
+        from torch.utils.tensorboard.summary import hparams
+
+        flat = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in _flatten(cfg).items()}
+        for summary in hparams(flat, {}):
+            self.tb._get_file_writer().add_summary(summary)
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         row = {"step": step, **{k: _clean(v) for k, v in metrics.items()}}
