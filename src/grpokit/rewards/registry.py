@@ -24,8 +24,9 @@ class RewardFn(Protocol):
 class BuiltinReward:
     """A built-in reward: where its function lives, what it checks, and whether it runs in the worker process.
 
-    `isolated` rewards can hang on adversarial input (sympy inside math_verify) and run in the killable
-    worker; the others are pure regex/`ast` code with bounded cost and run in-process.
+    `isolated` rewards can hang on adversarial input (sympy inside math_verify) or run untrusted code
+    (code_exec) and run in the killable, sandboxed worker; the others are pure regex/`ast` code with bounded
+    cost and run in-process.
     """
 
     target: str  # "module:function", imported on first use so heavy dependencies load only when needed
@@ -46,6 +47,11 @@ REWARDS: dict[str, BuiltinReward] = {
     "format": BuiltinReward(
         "grpokit.rewards.numeric:format_reward",
         "1.0 if the completion is just a number (sign, commas, decimals, optional trailing period)",
+    ),
+    "code_exec": BuiltinReward(
+        "grpokit.rewards.codeexec:code_exec",
+        "fraction of the answer's Python test cases the completion's code passes (run in the reward sandbox)",
+        isolated=True,
     ),
     "countdown": BuiltinReward(
         "grpokit.rewards.countdown:countdown",
