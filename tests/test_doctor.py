@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from grpokit.config import build_config
-from grpokit.monitor.doctor import diagnose
+from grpokit.monitor.doctor import diagnose, diagnose_all, render
 from grpokit.monitor.report import make_report
 from grpokit.trainer import Trainer, fit
 
@@ -114,3 +114,101 @@ def test_autopilot_respects_bounds(tmp_path: Path) -> None:
     assert pilot.apply("algo.eps_high+=0.04") is None  # already at the bound: nothing changes
     assert pilot.apply("train.lr*=0.5") == (trainer.cfg.train.lr * 2, trainer.cfg.train.lr)
     assert trainer.optimizer.param_groups[0]["lr"] == trainer.cfg.train.lr
+
+
+# ------------------------------------------------------------------------------ issue 13: logs people have
+
+
+def _grpokit_run(d: Path, rows: list[dict], **algo) -> Path:
+    """A grpokit run directory as the trainer writes it: config.yaml (the dapo recipe, with `algo` overrides) and
+    metrics.jsonl."""
+    import yaml
+
+    d.mkdir(parents=True)
+    cfg = build_config("dapo", overrides=[f"algo.{k}={str(v).lower()}" for k, v in algo.items()]).to_dict()
+    (d / "config.yaml").write_text(yaml.safe_dump(cfg))
+    (d / "metrics.jsonl").write_text("".join(json.dumps({"step": i + 1, **r}) + "\n" for i, r in enumerate(rows)))
+    return d
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage"
+    garbage.mkdir()
+    (garbage / "metrics.jsonl").write_text("this is not json\n{broken\n[1, 2]\n")
+    tb = tmp_path / "tb"
+    tb.mkdir()
+    (tb / "events.out.tfevents.123.host.1.0").write_bytes(os.urandom(4096))
+    binary = tmp_path / "weights.log"
+    binary.write_bytes(b"\x00\x01" * 1000)
+    no_metrics = tmp_path / "nometrics"
+    no_metrics.mkdir()
+    (no_metrics / "metrics.jsonl").write_text('{"step": 1, "note": "hello"}\n')
+    for path in (garbage, tb, binary, no_metrics):
+        out = doctor(str(path))
+        assert out.returncode == 2, (path, out.stdout, out.stderr)
+        assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+        assert "No failure mode detected" not in out.stdout
+
+
+def test_each_run_of_a_folder_gets_its_own_diagnosis_and_advice(tmp_path: Path) -> None:
+    """Two runs under one folder, both collapsing: dynamic sampling is recommended only to the run without it."""
+    collapse = [{"zv/acc_frac": 0.9, "zv/all_wrong": 0.9, "zv/all_correct": 0.0, "reward/mean": 0.05}] * 8
+    _grpokit_run(tmp_path / "runs" / "with_ds", collapse, dynamic_sampling=True)
+    _grpokit_run(tmp_path / "runs" / "without_ds", collapse, dynamic_sampling=False)
+    diags = {d["run"]: d for d in diagnose_all(tmp_path)}
+    assert set(diags) == {"runs/with_ds", "runs/without_ds"}
+    with_ds, without = diags["runs/with_ds"]["alerts"][0], diags["runs/without_ds"]["alerts"][0]
+    assert with_ds["mode"] == without["mode"] == "advantage collapse"
+    assert "algo.dynamic_sampling=true" not in with_ds["fix"] and with_ds["actions"] == []
+    assert "algo.dynamic_sampling=true" in without["fix"]
+    out = doctor(str(tmp_path), "--run", "without_ds")
+    assert out.returncode == 1 and "runs/without_ds" in out.stdout and "with_ds]" not in out.stdout
+    out = doctor(str(tmp_path), "--json")
+    assert len(json.loads(out.stdout)["runs"]) == 2
+
+
+def test_the_demo_scenario_current_advice_saturation_and_generation_cap(tmp_path: Path) -> None:
+    """Issue 13's demo run (36 steps of dapo on add1): collapse onset at 63% but 99% at the end, 21 steps at the
+    generation-round cap, 9 steps without an update, held-out accuracy 100% at the end."""
+    rows = []
+    for s in range(1, 37):
+        zv = 0.63 if s <= 12 else 0.99
+        row = {"zv/acc_frac": zv, "zv/all_correct": zv if s > 12 else 0.3, "zv/all_wrong": 0.0 if s > 12 else 0.33}
+        row.update({"reward/accuracy": 0.6 if s <= 12 else 0.98, "reward/mean": 0.6, "entropy/token_mean": 0.3})
+        row["sampling/rounds"] = 10.0 if s > 15 else 2.0
+        if s > 27:
+            row = {k: v for k, v in row.items() if k != "entropy/token_mean"} | {"train/skipped_update": 1.0}
+        rows.append(row)
+    rows[-1]["eval/accuracy"] = 1.0
+    d = _grpokit_run(tmp_path / "demo", rows, dynamic_sampling=True, max_gen_rounds=10)
+    diag = diagnose(d)
+    collapse = next(a for a in diag["alerts"] if a["mode"] == "advantage collapse")
+    assert collapse["evidence"]["zero_variance_frac"] == 0.63 and collapse["current"]["step"] == 36
+    assert collapse["current"]["evidence"]["zero_variance_frac"] == 0.99 and collapse["severity"] == "critical"
+    assert "algo.dynamic_sampling=true" not in collapse["fix"]
+    kinds = {f["kind"]: f for f in diag["findings"]}
+    assert kinds["generation_cap"]["hit"] == 21 and "21 of 36 steps" in kinds["generation_cap"]["message"]
+    assert kinds["no_update"]["no_update"] == 9 and "9 of 36" in kinds["no_update"]["message"]
+    assert any(a["mode"] == "converged / saturated" for a in diag["alerts"])
+    text = render(diag)
+    assert "now (step 36)" in text and "99%" in text and "escalated: warning -> critical" in text
+
+
+def test_a_run_that_never_trained_is_critical(tmp_path: Path) -> None:
+    rows = [{"zv/frac": 1.0, "reward/mean": 0.0, "train/skipped_update": 1.0}] * 3
+    d = _grpokit_run(tmp_path / "never", rows)
+    diag = diagnose(d)
+    assert diag["verdict"] == "never trained"
+    assert any(f["kind"] == "never_trained" and "3 logged steps" in f["message"] for f in diag["findings"])
+    assert any(f["kind"] == "too_few_steps" for f in diag["findings"])
+    out = doctor(str(d))
+    assert out.returncode == 1 and "never trained" in out.stdout
+
+
+def test_entropy_advice_on_policy_offers_what_can_act(tmp_path: Path) -> None:
+    """dapo with one optimizer step per batch: clip-higher cannot act; the entropy bonus can."""
+    rows = [{"entropy/token_mean": 0.2, "reward/accuracy": 0.3, "reward/mean": 0.3}] * 60
+    diag = diagnose(_grpokit_run(tmp_path / "low_entropy", rows))
+    a = next(a for a in diag["alerts"] if a["mode"] == "entropy collapse")
+    assert "clip-higher cannot act" in a["fix"] and not any("eps_high" in x for x in a["actions"])
+    assert a["actions"] == ["algo.entropy_coef+=0.001"]
