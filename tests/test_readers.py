@@ -395,3 +395,42 @@ def test_grpokit_config_travels_with_the_tensorboard_events(tmp_path) -> None:
     assert log.context["dynamic_sampling"] is True and log.context["eps_high"] == 0.28
     assert log.config["recipe"] == "dapo"
     assert len(list(alone.glob("events.out.tfevents.*"))) == 1 and not [p for p in alone.iterdir() if p.is_dir()]
+
+
+def test_openrlhf_tensorboard_tags(tmp_path) -> None:
+    """OpenRLHF's TensorboardLogger writes `train/<metric>` per global step (names from its source, commit 3c3be62);
+    no public OpenRLHF log was found for the corpus, so the events are written here with its tag names."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    w = SummaryWriter(str(tmp_path / "openrlhf_run"))
+    for step in (1, 2, 3):
+        for tag, v in {
+            "train/policy_loss": -0.01 * step,
+            "train/reward": 0.2 * step,
+            "train/return": 0.2 * step,
+            "train/response_length": 300.0 + step,
+            "train/total_length": 500.0,
+            "train/kl": 0.001 * step,
+            "train/ppo_clip_ratio": 0.02,
+            "train/ppo_kl": 0.0001,
+            "train/actor_lr": 1e-6,
+            "train/actor_grad_norm": 0.5,
+            "train/response_clip_ratio": 0.1,
+            "train/entropy_loss": 1.5 - 0.1 * step,
+        }.items():
+            w.add_scalar(tag, v, step)
+    w.close()
+    log = read_run(tmp_path)
+    assert log.source == "tensorboard" and log.flavor == "openrlhf" and log.steps == [1, 2, 3]
+    assert _values(log, "reward/mean") == pytest.approx([0.2, 0.4, 0.6])
+    assert _values(log, "kl_ref/k1") == pytest.approx([0.001, 0.002, 0.003])
+    assert _values(log, "entropy/token_mean") == pytest.approx([1.4, 1.3, 1.2])
+    assert {"actor/clipfrac", "length/truncation_rate", "train/grad_norm", "actor/pg_loss"} <= log.available
+    assert "kl_ref/k3" not in log.available  # not TRL's `train/kl` (k3)
+
+
+def test_openrlhf_tables_only_target_canonical_names() -> None:
+    from grpokit.monitor.readers import OPENRLHF_NAMES
+
+    for targets in OPENRLHF_NAMES.values():
+        assert set(targets) <= CANONICAL

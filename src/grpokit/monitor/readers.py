@@ -22,8 +22,10 @@ Supported sources (the registry `READERS` holds them; `docs/doctor.md` has the s
 - `wandb`: W&B run-history exports: the UI's CSV (`Step`, `<run> - <metric>` columns, several runs per file) or the
   API's history as CSV / JSON / JSONL (`_step`; TRL's `train/global_step` wins as the step).
 - `tensorboard`: each directory of `events.out.tfevents.*` files is one run. Scalars are grouped by step; the tag
-  flavour (grpokit, TRL's `train/...`/`eval/...` tags, or verl) is chosen by which mapping recognises the most
-  tags; grpokit's config is read back from the `grpokit/config` text summary (or the run's `config.yaml`).
+  flavour (grpokit, TRL's `train/...`/`eval/...` tags, verl, or OpenRLHF's `train/...` names in `OPENRLHF_NAMES`)
+  is chosen by which mapping recognises the most tags; grpokit's config is read back from the `grpokit/config`
+  text summary (or the run's `config.yaml`). OpenRLHF logs reach grpokit this way (TensorBoard or a W&B export);
+  its console progress bars (running means within an epoch) are not read.
 
 A directory is searched recursively and each run in it is read separately (never merged); a grpokit run
 directory or a TRL output directory is one run. Canonical names are grpokit's (see `signals.py` and the trainer);
@@ -198,6 +200,26 @@ VERL_NAMES: dict[str, tuple[str, ...]] = {
     "mismatch/k3_kl": ("mismatch/kl_k3",),
 }
 
+#: OpenRLHF PPO/GRPO trainer metrics (checked against OpenRLHF's `ppo_trainer.py`, `ray/ppo_actor.py`,
+#: `ppo_utils/experience_maker.py`, `utils/logging_utils.py` at commit 3c3be62, 2026-08). Its W&B and TensorBoard
+#: loggers write them as `train/<name>` (and `eval/<name>`), like transformers, so the flavour is told apart by
+#: the names themselves.
+OPENRLHF_NAMES: dict[str, tuple[str, ...]] = {
+    "reward": ("reward/mean",),  # per-sample reward (after any length penalty)
+    "response_length": ("length/mean",),
+    "response_clip_ratio": ("length/truncation_rate",),  # samples that hit the generation limit
+    # `compute_approx_kl(action_logp, base_logp, --algo.kl.estimator)` vs the reference; the estimator's default is
+    # k1. Mapped to k1 (a run set to k2/k3 logs that estimator under the same name).
+    "kl": ("kl_ref/k1",),
+    "ppo_clip_ratio": ("actor/clipfrac",),  # torch.lt(surr2, surr1): clipping on either side
+    "ppo_kl": ("actor/ppo_kl",),
+    "policy_loss": ("actor/pg_loss",),
+    "entropy_loss": ("entropy/token_mean",),  # aggregate of the token entropy (logged when computed)
+    "actor_grad_norm": ("train/grad_norm",),
+    "actor_lr": ("train/lr",),
+    "critic_loss": ("critic/value_loss",),
+}
+
 #: verl names with a variable part. `val-core/<data_source>/acc/mean@N` is held-out accuracy; when a run
 #: validates on several data sources (several names match) it is left unmapped rather than averaged.
 VERL_PATTERNS: list[tuple[re.Pattern[str], str]] = [
@@ -333,6 +355,7 @@ def _prefixed_mapper(inner: Mapper, prefixes: tuple[tuple[str, str], ...]) -> Ma
 _TRL_MAPPER = _table_mapper(TRL_NAMES)
 _TRL_TB_MAPPER = _prefixed_mapper(_TRL_MAPPER, _TRL_TB_PREFIXES)
 _VERL_MAPPER = _table_mapper(VERL_NAMES, VERL_PATTERNS)
+_OPENRLHF_MAPPER = _prefixed_mapper(_table_mapper(OPENRLHF_NAMES), (("train/", ""), ("eval/", "eval_")))
 
 
 def _grpokit_score(names: Iterable[str]) -> int:
@@ -345,6 +368,7 @@ FLAVORS: dict[str, tuple[Mapper, Callable[[Iterable[str]], int]]] = {
     "grpokit": (_identity_mapper, _grpokit_score),
     "trl": (_TRL_TB_MAPPER, lambda ns: len(_TRL_TB_MAPPER(ns))),
     "verl": (_VERL_MAPPER, lambda ns: len(_VERL_MAPPER(ns))),
+    "openrlhf": (_OPENRLHF_MAPPER, lambda ns: len(_OPENRLHF_MAPPER(ns))),
 }
 
 
@@ -996,12 +1020,14 @@ class WandbReader(Reader):
         runs = _wandb_records_to_runs(self._records(files[0]) or [])
         out = []
         for run, rows in runs.items():
-            flavor, _ = _best_flavor({k for r in rows.values() for k in r}, ("grpokit", "trl", "verl"))
+            flavor, _ = _best_flavor({k for r in rows.values() for k in r}, ("grpokit", "trl", "verl", "openrlhf"))
             if flavor == "trl":
                 rows = _ordered(rows, [pre + n for pre, _ in _TRL_TB_PREFIXES for n in TRL_NAMES] + list(TRL_NAMES))
                 mapper = _table_or_prefixed(_TRL_MAPPER, _TRL_TB_MAPPER)
             elif flavor == "verl":
                 rows, mapper = _ordered(rows, list(VERL_NAMES)), _VERL_MAPPER
+            elif flavor == "openrlhf":
+                mapper = _OPENRLHF_MAPPER
             else:
                 mapper = _identity_mapper
             out.append(Segment(rows, mapper, flavor, run if len(runs) > 1 else ""))
@@ -1249,6 +1275,7 @@ __all__ = [
     "CANONICAL",
     "CONFIG_TEXT_TAG",
     "FLAVORS",
+    "OPENRLHF_NAMES",
     "READERS",
     "SUPPORTED",
     "TRL_NAMES",
