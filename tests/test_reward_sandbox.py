@@ -294,3 +294,71 @@ def test_keyboard_interrupt_in_a_reward_is_one_failure_without_traceback(tmp_pat
     assert out.stdout.strip() == "[(0, 'exception'), (1, 'exception')]"
     assert "Traceback" not in out.stderr
     assert out.stderr.count("the reward raised KeyboardInterrupt") == 1  # one warning line for the batch
+
+
+def test_private_directory_is_a_size_limited_tmpfs_only_the_worker_sees() -> None:
+    limits = SandboxLimits(memory_mb=512, max_file_mb=8, max_dir_mb=16)
+
+    def fill(completions, examples):
+        with open("note.txt", "w") as f:
+            f.write("the worker sees this")
+        if completions[0] == "fill":
+            for i in range(3):  # 3 x 8 MiB > 16 MiB
+                with open(f"block{i}", "wb") as f:
+                    f.write(b"\0" * (8 * 2**20))
+        return [float(len(os.listdir(".")))]
+
+    with RewardManager([(fill, 1.0)], max_fail_frac=1.0, sandbox=limits) as m:
+        if not m.sandbox["directory"].startswith("private tmpfs"):
+            pytest.skip(f"no private mount namespace here: {m.sandbox['directory']}")
+        assert m.score(["note"], [EX]).rewards == [1.0]
+        assert os.listdir(m.worker.workdir) == []  # mounted in the worker's namespace only
+        [failure] = m.score(["fill"], [EX]).failures
+    assert failure.kind == "sandbox"
+    assert failure.message.startswith("directory size:") and "at most 16 MiB" in failure.message
+
+
+FALLBACK_SCRIPT = """
+import os, socket, sys
+from grpokit.rewards.sandbox import SandboxLimits, _install_audit_hook, classify_violation
+os.chdir(sys.argv[1])
+_install_audit_hook(block_network=True, roots=[os.path.realpath(sys.argv[1])])
+limits = SandboxLimits()
+for name, action in [
+    ("connect", lambda: socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=1)),
+    ("write outside", lambda: open(sys.argv[3], "w")),
+    ("remove outside", lambda: os.remove(sys.argv[4])),
+    ("write inside", lambda: open("inside.txt", "w").write("ok")),
+]:
+    try:
+        action()
+        print(name, "allowed")
+    except OSError as e:
+        print(name, classify_violation(e, limits))
+"""
+
+
+def test_audit_hook_fallback_blocks_python_level_network_and_writes(tmp_path: Path) -> None:
+    """Where neither namespaces nor Landlock exist, the audit hook is the wall (Python code only)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    workdir, outside, keep = tmp_path / "work", tmp_path / "outside.txt", tmp_path / "keep.txt"
+    workdir.mkdir()
+    keep.write_text("keep")
+    script = tmp_path / "fallback.py"
+    script.write_text(FALLBACK_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    args = [str(workdir), str(server.getsockname()[1]), str(outside), str(keep)]
+    try:
+        out = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        server.close()
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "connect network: network access is disabled in the reward sandbox (socket.getaddrinfo)",
+        f"write outside filesystem: writing outside the reward's directory is denied: {outside}",
+        f"remove outside filesystem: os.remove outside the reward's directory is denied: {keep}",
+        "write inside allowed",
+    ]
+    assert not outside.exists() and keep.read_text() == "keep" and (workdir / "inside.txt").read_text() == "ok"

@@ -25,7 +25,9 @@
 5. **Parent death**: PR_SET_PDEATHSIG(SIGKILL) for the worker and every process it forks with `os.fork`, and a
    check that the parent is still the trainer (it may have died before the prctl).
 
-Then the worker changes into its private directory (also HOME and TMPDIR). Every other file descriptor
+Then the worker changes into its private directory (also HOME and TMPDIR). Where it has its own mount
+namespace (step 2), that directory is a tmpfs of at most `max_dir_mb` that only the worker sees and that
+vanishes with it; elsewhere it is a directory on disk the trainer removes. Every other file descriptor
 inherited from the trainer (logs, checkpoints) is closed, except stdio and the pipe to the trainer.
 """
 
@@ -48,6 +50,8 @@ from . import landlock
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
 PR_SET_PDEATHSIG = 1
 PR_CAPBSET_DROP = 24
+CLONE_NEWNS = 0x00020000
+MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 1 << 14, 1 << 18
 CPU_BUDGET_CALLS = 20  # a worker's lifetime CPU (hard limit) is this many calls' allowance; then it is recycled
 MIB = 1 << 20
 
@@ -63,12 +67,13 @@ class SandboxLimits:
     max_open_files: int = 64
     max_procs: int = 32
     max_file_mb: int = 64
+    max_dir_mb: int = 256
     network: bool = False
     user: int | None = None
     writable: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
-        for name in ("memory_mb", "max_open_files", "max_procs", "max_file_mb"):
+        for name in ("memory_mb", "max_open_files", "max_procs", "max_file_mb", "max_dir_mb"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"sandbox.{name} must be a positive integer, got {value!r}")
@@ -176,15 +181,24 @@ def _install_audit_hook(block_network: bool, roots: list[str] | None) -> None:
     sys.addaudithook(hook)
 
 
-def _map_root_in_userns() -> None:
+def _map_ids_in_userns(uid: int, gid: int) -> bool:
     """Inside a fresh user namespace: map our own uid/gid to themselves, so ids look the same as outside."""
-    uid, gid = os.geteuid(), os.getegid()
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
         try:
             with open(f"/proc/self/{name}", "w") as f:
                 f.write(text)
         except OSError:
-            return
+            return False
+    return True
+
+
+def _mount_private_tmpfs(path: str, size_mb: int) -> bool:
+    """In our own mount namespace: stop mount propagation, then put a size-limited tmpfs on `path`."""
+    libc = _libc()
+    if libc.mount(b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None) != 0:
+        return False
+    opts = f"size={size_mb}m,mode=0700".encode()
+    return libc.mount(b"grpokit-reward", path.encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV), opts) == 0
 
 
 CAPSET_V3 = 0x20080522
@@ -284,7 +298,8 @@ def _drop_user(uid: int, workdir: str) -> None:
 
 def _confine_processes(limits: SandboxLimits, workdir: str, enforced: dict[str, str]) -> None:
     """Network namespace, privileges and the process limit (these three are entangled, see the module doc)."""
-    is_root = os.geteuid() == 0
+    uid, gid = os.geteuid(), os.getegid()  # read before a user namespace hides them
+    is_root = uid == 0
     netflag = 0 if limits.network else CLONE_NEWNET
     cgroup = _join_pids_cgroup(os.path.basename(workdir), limits.max_procs) if is_root else None
     if cgroup:
@@ -294,8 +309,9 @@ def _confine_processes(limits: SandboxLimits, workdir: str, enforced: dict[str, 
             enforced["network"] = "netns"
         _drop_user(limits.user, workdir)
         enforced["user"] = f"uid {limits.user}, no capabilities"
-    elif _unshare(CLONE_NEWUSER | netflag):
-        _map_root_in_userns()
+    elif _unshare(CLONE_NEWUSER | netflag | CLONE_NEWNS) or _unshare(CLONE_NEWUSER | netflag):
+        if _map_ids_in_userns(uid, gid) and _mount_private_tmpfs(workdir, limits.max_dir_mb):
+            enforced["directory"] = f"private tmpfs, at most {limits.max_dir_mb} MiB"
         enforced["user"] = "own user namespace: no capabilities outside it"
         if netflag:
             enforced["network"] = "userns+netns"
@@ -307,7 +323,7 @@ def _confine_processes(limits: SandboxLimits, workdir: str, enforced: dict[str, 
     if "processes" in enforced:
         return
     if not is_root or limits.user is not None:
-        scoped = enforced["user"].startswith("own user namespace")
+        scoped = enforced.get("user", "").startswith("own user namespace")
         extra = 0 if scoped else _user_tasks(os.getuid())
         _set(resource.RLIMIT_NPROC, limits.max_procs + extra)
         enforced["processes"] = f"RLIMIT_NPROC, at most {limits.max_procs}" + ("" if scoped else " more")
@@ -353,6 +369,7 @@ def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds
     if os.getppid() != parent_pid:  # the trainer died before the prctl
         os._exit(0)
     enforced["parent_death"] = "PR_SET_PDEATHSIG" if sys.platform.startswith("linux") else "pipe EOF only"
+    enforced.setdefault("directory", "private directory on disk (no size limit)")
     os.chdir(workdir)
     for var in ("HOME", "TMPDIR", "TMP", "TEMP"):
         os.environ[var] = workdir
@@ -392,6 +409,7 @@ _ERRNO_LIMITS = {
     errno.EMFILE: "open files",
     errno.EFBIG: "file size",
     errno.EROFS: "filesystem",
+    errno.ENOSPC: "directory size",
 }
 
 
@@ -420,5 +438,6 @@ def classify_violation(e: BaseException, limits: SandboxLimits) -> str | None:
         "open files": f"at most {limits.max_open_files} open files",
         "file size": f"files up to {limits.max_file_mb} MiB",
         "filesystem": "read-only filesystem",
+        "directory size": f"the private directory holds at most {limits.max_dir_mb} MiB",
     }[limit]
     return f"{limit}: {e.strerror} ({detail})"
