@@ -21,9 +21,14 @@ setup: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts
 
+# The suite runs under whatever model.precision=auto picks on this CPU (bf16-autocast with AVX512-BF16/AMX when
+# bf16 measures faster, else fp32); the precision-marked tests then run again under the other decision.
+OTHER_CPU_BF16 = $$($(BIN)/python -c 'from grpokit.models import cpu_bf16_is_fast as f; print(int(not f()))')
+
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/python -m pytest -x tests
+	GRPOKIT_CPU_BF16=$(OTHER_CPU_BF16) $(BIN)/python -m pytest -x -m precision tests
 
 demo: $(STAMP)
 	$(BIN)/grpokit demo
