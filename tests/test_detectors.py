@@ -688,3 +688,11 @@ def test_saturation_verdict_on_accuracy_all_correct_groups_or_held_out_ceiling()
     assert feed(Saturation(), [{"reward/accuracy": 0.9, "zv/all_correct": 0.5}] * 30) == []
     # a reward mean with no known range is not an accuracy
     assert feed(Saturation(), [{"reward/mean": 0.99}] * 30) == []
+
+
+def test_monitor_lists_the_alerts_that_escalated_at_this_step() -> None:
+    mon = Monitor()
+    rows = [zv_row(0.6)] * 5 + [zv_row(1.0)] * 3
+    escalated_at = [s for s, r in enumerate(rows, 1) if (mon.observe(s, r), mon.escalated)[1]]
+    assert escalated_at == [8]  # the 5-step mean first reaches 0.8 at step 8: (2 x 0.6 + 3 x 1.0) / 5
+    assert mon.alerts[0].severity == "critical" and mon.escalated == []  # nothing new at the last step

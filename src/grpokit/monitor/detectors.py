@@ -200,6 +200,7 @@ class Detector:
         if SEVERITY_RANK.get(new.severity, 9) < SEVERITY_RANK.get(a.severity, 9):
             a.escalations.append({"step": step, "from": a.severity, "to": new.severity})
             a.severity = new.severity
+            self.escalated_at = step
         a.fix, a.actions = new.fix, list(new.actions)
 
 
@@ -1029,10 +1030,16 @@ class Monitor:
         thresholds = thresholds or {}
         self.detectors = [cls(context, **thresholds.get(name, {})) for name, cls in (factories or DETECTORS).items()]
         self.alerts: list[Alert] = []
+        self.escalated: list[Alert] = []  # alerts whose severity rose at the last observed step (for live display)
 
     def observe(self, step: int, metrics: dict[str, Any]) -> list[Alert]:
+        """New alerts of this step (modes that just started). Alerts already raised are updated in place with the
+        mode's current value; those that escalated at this step are in `self.escalated`."""
         new = [a for d in self.detectors if (a := d.observe(step, metrics)) is not None]
         self.alerts.extend(new)
+        self.escalated = [
+            d.alert for d in self.detectors if d.alert is not None and getattr(d, "escalated_at", None) == step
+        ]
         return new
 
     def active(self) -> list[str]:
