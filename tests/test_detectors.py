@@ -695,4 +695,5 @@ def test_monitor_lists_the_alerts_that_escalated_at_this_step() -> None:
     rows = [zv_row(0.6)] * 5 + [zv_row(1.0)] * 3
     escalated_at = [s for s, r in enumerate(rows, 1) if (mon.observe(s, r), mon.escalated)[1]]
     assert escalated_at == [8]  # the 5-step mean first reaches 0.8 at step 8: (2 x 0.6 + 3 x 1.0) / 5
-    assert mon.alerts[0].severity == "critical" and mon.escalated == []  # nothing new at the last step
+    mon.observe(9, zv_row(1.0))
+    assert mon.alerts[0].severity == "critical" and mon.escalated == []  # nothing new at step 9
