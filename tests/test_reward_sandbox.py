@@ -80,6 +80,23 @@ def test_growing_memory_stops_near_the_limit() -> None:
     assert failure.kind == "sandbox" and failure.message.startswith("memory:")
 
 
+def test_memory_of_programs_the_reward_runs_is_bounded_too() -> None:
+    """RLIMIT_AS does not follow a program the reward runs; where a memory cgroup is available, it does."""
+
+    def run_hog(completions, examples):
+        # 16 MiB at a time, touching every page: resident memory reaches the 512 MiB group limit before the
+        # address-space limit it inherited (the worker's size + 512 MiB) is reached
+        hog = "x = [b'\\x01' * (16 * 2**20) for _ in range(64)]"
+        proc = subprocess.run([sys.executable, "-I", "-S", "-c", hog], check=False)
+        return [float(proc.returncode)]
+
+    with RewardManager([(run_hog, 1.0)], timeout_s=30, max_fail_frac=1.0, sandbox=LIMITS) as m:
+        if "memory cgroup" not in m.sandbox["memory"]:
+            pytest.skip(f"no writable memory cgroup here: {m.sandbox['memory']}")
+        result = m.score(["x"], [EX])
+    assert result.rewards == [-float(signal.SIGKILL)]  # the kernel killed the program at the group's limit
+
+
 def test_writing_outside_its_directory_is_denied_and_inside_is_allowed(tmp_path: Path) -> None:
     target = Path("/tmp") / f"grpokit-sandbox-escape-{uuid.uuid4().hex}"  # /tmp is world-writable
 

@@ -6,20 +6,22 @@ an optional `"setup"` (code run before the solution, e.g. imports the tests need
 the fraction of tests that pass (1.0 = all).
 
 Each program runs in a fresh interpreter (`python -I -S`: no site-packages, no environment variables) with
-a wall-clock limit per program (`PROGRAM_TIMEOUT_S`), inside the reward sandbox when the reward runs in the
-sandboxed worker (the registry marks `code_exec` isolated): no network, limited memory and processes, writes
-only in the worker's private directory. Output of the program is discarded. The harness reports each passed
-test with a random nonce the program never sees (it is not in the program's namespace), so a program that
-exits early (`sys.exit(0)`, `os._exit(0)`) or prints fake results scores 0 for the tests it did not pass. It
-is hardened against these common hacks, not against a program that inspects the harness's own frames.
-A program that does not compile, raises or loops scores 0 for the tests it did not pass; only a malformed
-reference answer is a reward failure (ValueError naming the example).
+a wall-clock limit (`PROGRAM_TIMEOUT_S`) and its own 512 MiB address-space and CPU limits, inside the reward
+sandbox when the reward runs in the sandboxed worker (the registry marks `code_exec` isolated): no network,
+limited processes, writes only in the worker's private directory. Output of the program is discarded.
+The harness reports each passed test with a random nonce the program never sees (it is not in the program's
+namespace), so a program that exits early (`sys.exit(0)`, `os._exit(0)`) or prints fake results scores 0
+for the tests it did not pass. It is hardened against these common hacks, not against a program that
+inspects the harness's own frames. A program that does not compile, raises or loops scores 0 for the tests
+it did not pass; only a malformed reference answer is a reward failure (ValueError naming the example).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
+import resource
 import secrets
 import subprocess
 import sys
@@ -28,6 +30,7 @@ from typing import Any
 from ..data.example import Example
 
 PROGRAM_TIMEOUT_S = 2.0
+PROGRAM_MEMORY_MB = 512
 MAX_CODE_CHARS = 20_000
 _FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
@@ -97,6 +100,13 @@ def parse_tests(example: Example) -> tuple[str, list[str]]:
     return setup, tests
 
 
+def _limit_program() -> None:
+    """In the program's process before exec: its own memory and CPU limits (it may not raise them)."""
+    resource.setrlimit(resource.RLIMIT_AS, (PROGRAM_MEMORY_MB << 20, PROGRAM_MEMORY_MB << 20))
+    cpu = math.ceil(PROGRAM_TIMEOUT_S) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+
+
 def run_tests(code: str, setup: str, tests: list[str], timeout_s: float = PROGRAM_TIMEOUT_S) -> int:
     """How many of `tests` pass after running `code` (and `setup`) in a fresh interpreter."""
     if len(code) > MAX_CODE_CHARS:
@@ -110,6 +120,7 @@ def run_tests(code: str, setup: str, tests: list[str], timeout_s: float = PROGRA
             capture_output=True,
             timeout=timeout_s,
             check=False,
+            preexec_fn=_limit_program,  # the reward worker is single-threaded, so preexec_fn is safe here
         )
         out = proc.stdout
     except subprocess.TimeoutExpired as e:

@@ -29,15 +29,17 @@ from multiprocessing.util import Finalize
 from typing import Any
 
 from ..data.example import Example
+from . import cgroups
 from .sandbox import (
     SandboxLimits,
     apply_sandbox,
     classify_violation,
-    remove_pids_cgroup,
     set_call_cpu_limit,
     start_cpu_budget,
 )
 from .signature import CallContext
+
+WORKDIR_PREFIX = "grpokit-reward-"  # the worker's private directory, and its cgroups, are named after it
 
 
 class RewardCallError(Exception):
@@ -151,7 +153,7 @@ class _Worker:
         self, ctx: Any, functions: dict[str, Callable[..., Any]], limits: SandboxLimits | None, cpu_s: float
     ) -> None:
         self.conn, there = ctx.Pipe()
-        self.workdir = tempfile.mkdtemp(prefix="grpokit-reward-")
+        self.workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX)
         self.enforced: dict[str, str] | None = None
         # not a daemon, so rewards may use multiprocessing themselves; the finalizer below stops it at exit
         self.proc = ctx.Process(
@@ -176,7 +178,7 @@ class _Worker:
         except (AttributeError, OSError):
             pass
         shutil.rmtree(self.workdir, ignore_errors=True)
-        remove_pids_cgroup(os.path.basename(self.workdir))
+        cgroups.remove(os.path.basename(self.workdir))
 
     def close(self) -> None:
         """Close the pipe so an idle worker exits by itself; kill it if it does not within 0.5 s."""
@@ -191,7 +193,10 @@ def _stop(slot: list[_Worker | None]) -> None:
         worker.close()
 
 
-def _death_reason(code: int | None, limits: SandboxLimits | None, cpu_s: float) -> tuple[type[Exception], str]:
+def _death_reason(worker: _Worker, limits: SandboxLimits | None, cpu_s: float) -> tuple[type[Exception], str]:
+    code = worker.proc.exitcode
+    if limits is not None and code == -signal.SIGKILL and cgroups.oom_kills(os.path.basename(worker.workdir)):
+        return RewardCallLimit, f"memory: its processes used more than {limits.memory_mb} MiB and were killed"
     if limits is not None and code == -signal.SIGXCPU:
         return RewardCallLimit, f"cpu time: used more than {cpu_s:g} CPU seconds in one call; the worker was killed"
     if code == -signal.SIGXFSZ:
@@ -221,6 +226,8 @@ class ProcessRunner:
         self._slot: list[_Worker | None] = [None]
         self._seq = 0
         self.started = 0  # workers started so far; more than one means restarts after timeouts or crashes
+        if sandbox is not None:
+            cgroups.sweep(WORKDIR_PREFIX)  # left behind by trainers that were killed
         # stops the worker when this runner is collected, and at interpreter exit before children are joined
         Finalize(self, _stop, args=(self._slot,), exitpriority=100)
 
@@ -316,7 +323,7 @@ class ProcessRunner:
             raise
         except (EOFError, ConnectionError, OSError) as e:
             worker.proc.join(timeout=1)
-            kind, reason = _death_reason(worker.proc.exitcode, self.sandbox, self.cpu_s)
+            kind, reason = _death_reason(worker, self.sandbox, self.cpu_s)
             self.kill()
             raise kind(reason) from e
         except BaseException:  # Ctrl-C or a bug here: never leave a busy worker behind

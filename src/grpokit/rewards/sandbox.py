@@ -41,11 +41,10 @@ import resource
 import signal
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import landlock
+from . import cgroups, landlock
 
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
 PR_SET_PDEATHSIG = 1
@@ -225,57 +224,6 @@ def _drop_capabilities() -> bool:
     return libc.capset(ctypes.byref(_CapHeader(CAPSET_V3, 0)), data) == 0
 
 
-def pids_cgroup_candidates(name: str) -> list[str]:
-    """Where a pids cgroup called `name` would be created (cgroup v1 pids hierarchy, then v2)."""
-    out = []
-    try:
-        lines = open("/proc/self/cgroup").read().splitlines()
-    except OSError:
-        return out
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "pids" in controllers.split(","):
-            out.append(os.path.join("/sys/fs/cgroup/pids", path.lstrip("/"), name))
-        elif controllers == "" and os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
-            out.append(os.path.join("/sys/fs/cgroup", path.lstrip("/"), name))
-    return out
-
-
-def _join_pids_cgroup(name: str, max_procs: int) -> str | None:
-    """Create a pids cgroup allowing `max_procs` tasks and move this process into it; its path, or None."""
-    for path in pids_cgroup_candidates(name):
-        try:
-            os.mkdir(path)
-        except OSError:
-            continue
-        try:
-            with open(os.path.join(path, "pids.max"), "w") as f:
-                f.write(str(max_procs))
-            with open(os.path.join(path, "cgroup.procs"), "w") as f:
-                f.write("0")
-            return path
-        except OSError:
-            try:
-                os.rmdir(path)
-            except OSError:
-                pass
-    return None
-
-
-def remove_pids_cgroup(name: str) -> None:
-    """Remove the (now empty) cgroup a worker created; called by the parent after the worker is gone."""
-    for path in pids_cgroup_candidates(name):
-        for _ in range(20):  # its killed processes may take a moment to be released
-            try:
-                os.rmdir(path)
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.01)
-                continue
-            break
-
-
 def _user_tasks(uid: int) -> int:
     """Tasks (threads included, as RLIMIT_NPROC counts them) currently owned by `uid`."""
     n = 0
@@ -301,9 +249,11 @@ def _confine_processes(limits: SandboxLimits, workdir: str, enforced: dict[str, 
     uid, gid = os.geteuid(), os.getegid()  # read before a user namespace hides them
     is_root = uid == 0
     netflag = 0 if limits.network else CLONE_NEWNET
-    cgroup = _join_pids_cgroup(os.path.basename(workdir), limits.max_procs) if is_root else None
-    if cgroup:
+    name = os.path.basename(workdir)
+    if is_root and cgroups.join("pids", name, limits.max_procs):
         enforced["processes"] = f"pids cgroup, at most {limits.max_procs}"
+    if is_root and cgroups.join("memory", name, limits.memory_mb * MIB):
+        enforced["memory"] += f"; memory cgroup {limits.memory_mb} MiB for all its processes"
     if is_root and limits.user is not None:
         if netflag and _unshare(netflag):
             enforced["network"] = "netns"
