@@ -697,3 +697,9 @@ def test_monitor_lists_the_alerts_that_escalated_at_this_step() -> None:
     assert escalated_at == [8]  # the 5-step mean first reaches 0.8 at step 8: (2 x 0.6 + 3 x 1.0) / 5
     mon.observe(9, zv_row(1.0))
     assert mon.alerts[0].severity == "critical" and mon.escalated == []  # nothing new at step 9
+
+
+def test_thresholds_cannot_name_methods_or_derived_properties() -> None:
+    for bad in ("min_steps", "check", "observe", "_update"):
+        with pytest.raises(ValueError, match="no threshold"):
+            EntropyCollapse(None, **{bad: 1})

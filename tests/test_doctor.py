@@ -212,3 +212,19 @@ def test_entropy_advice_on_policy_offers_what_can_act(tmp_path: Path) -> None:
     a = next(a for a in diag["alerts"] if a["mode"] == "entropy collapse")
     assert "clip-higher cannot act" in a["fix"] and not any("eps_high" in x for x in a["actions"])
     assert a["actions"] == ["algo.entropy_coef+=0.001"]
+
+
+def test_doctor_on_a_bare_tensorboard_folder_knows_the_run_had_dynamic_sampling(tmp_path: Path) -> None:
+    """Issue 13: doctor on a grpokit run's `tb/` folder recommended algo.dynamic_sampling=true to a dapo run (the
+    folder carried no config). The config now travels inside the events."""
+    from grpokit.runlog import RunLog as Writer
+
+    w = Writer(tmp_path / "run")
+    w.write_config(build_config("dapo").to_dict())
+    for s in range(1, 9):
+        w.log(s, {"zv/acc_frac": 0.9, "zv/all_wrong": 0.9, "zv/all_correct": 0.0, "reward/mean": 0.05})
+    w.close()
+    diag = diagnose(tmp_path / "run" / "tb")
+    a = next(a for a in diag["alerts"] if a["mode"] == "advantage collapse")
+    assert diag["source"] == "tensorboard" and diag["context"]["dynamic_sampling"] is True
+    assert "dynamic sampling is on" in a["fix"] and a["actions"] == []

@@ -143,7 +143,8 @@ class Detector:
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
         self.context = context or {}
         for k, v in params.items():
-            if not hasattr(self, k) or k.startswith("_") or callable(getattr(self, k)):
+            attr = getattr(type(self), k, None)
+            if not hasattr(self, k) or k.startswith("_") or callable(attr) or isinstance(attr, property):
                 raise ValueError(f"detector {self.name} has no threshold {k!r}")
             setattr(self, k, v)
         self.active = False
