@@ -302,6 +302,10 @@ class ProcessRunner:
             self.kill()
         if status == "ok":
             return payload
+        if status == "recycle":
+            raise RewardCallError(
+                "a fresh reward worker could not grant one call's CPU time (sandbox cpu_s too small?)"
+            )
         if status == "limit":
             self.kill()  # whatever the reward started (processes, files) goes with the worker
             raise RewardCallLimit(payload)

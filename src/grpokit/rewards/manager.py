@@ -99,7 +99,9 @@ class RewardManager:
     A spec is a built-in name, a `module:function` string, or a function (run in the worker, like user specs).
 
     `correctness` names the reward whose value is the accuracy (default: the first); names are the built-in
-    name or, for `module:function`, the function name (the full spec when two would clash).
+    name or, for `module:function`, the function name (the full spec when two would clash). `sandbox` sets the
+    worker's limits (`SandboxLimits()`: no network, 2 GiB, `timeout_s` CPU seconds per call, writes only in a
+    private directory; `None` runs the worker unconfined). A value beyond +-`max_abs_value` is a failure.
     """
 
     def __init__(
