@@ -228,3 +228,41 @@ def test_doctor_on_a_bare_tensorboard_folder_knows_the_run_had_dynamic_sampling(
     a = next(a for a in diag["alerts"] if a["mode"] == "advantage collapse")
     assert diag["source"] == "tensorboard" and diag["context"]["dynamic_sampling"] is True
     assert "dynamic sampling is on" in a["fix"] and a["actions"] == []
+
+
+def test_doctor_never_raises_on_mangled_logs(tmp_path: Path, capsys) -> None:
+    """Truncated, corrupted and odd versions of real logs: the doctor answers (exit 0/1) or refuses in one line
+    (exit 2); it never raises."""
+    import random
+
+    from grpokit.monitor.doctor import doctor_main
+
+    rng = random.Random(7)
+    sources = [
+        LOGS / "real" / "trl_unsloth_tsc_grpo_first_50_steps" / "docker_run.log",
+        LOGS / "real" / "verl_grpo_gui_cursor_2_steps" / "verl_demo.log",
+        LOGS / "trl_healthy" / "trainer_state.json",
+    ]
+    cases = 0
+    for src in sources:
+        data = src.read_bytes()
+        for i in range(12):
+            cut = data[: rng.randint(0, len(data))]
+            if i % 3 == 1:  # flip random bytes
+                b = bytearray(cut)
+                for _ in range(min(len(b), 50)):
+                    b[rng.randrange(len(b))] = rng.randrange(256)
+                cut = bytes(b)
+            elif i % 3 == 2:  # duplicate and shuffle lines
+                lines = cut.splitlines(keepends=True)
+                rng.shuffle(lines)
+                cut = b"".join(lines + lines[: len(lines) // 3])
+            f = tmp_path / f"{cases}_{src.name}"
+            f.write_bytes(cut)
+            code = doctor_main(str(f))
+            err = capsys.readouterr().err
+            assert code in (0, 1, 2), (f, code)
+            if code == 2:
+                assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+            cases += 1
+    assert cases == 36
