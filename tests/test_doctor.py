@@ -266,3 +266,31 @@ def test_doctor_never_raises_on_mangled_logs(tmp_path: Path, capsys) -> None:
                 assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
             cases += 1
     assert cases == 36
+
+
+def test_advice_names_the_knob_of_the_trainer_that_wrote_the_log(tmp_path: Path) -> None:
+    """A verl console log (its printed config says 4 mini-batches per batch, symmetric clip 0.2, no entropy bonus)
+    whose entropy stays at 0.2 nats with a 30% score: the advice names verl's settings."""
+    lines = [
+        "(TaskRunner pid=1) {'actor_rollout_ref': {'actor': {'clip_ratio': 0.2,",
+        "(TaskRunner pid=1)                                  'clip_ratio_high': 0.2,",
+        "(TaskRunner pid=1)                                  'clip_ratio_low': 0.2,",
+        "(TaskRunner pid=1)                                  'entropy_coeff': 0,",
+        "(TaskRunner pid=1)                                  'ppo_epochs': 1,",
+        "(TaskRunner pid=1)                                  'ppo_mini_batch_size': 64,",
+        "(TaskRunner pid=1)  'data': {'train_batch_size': 256}}",
+    ]
+    lines += [
+        f"(TaskRunner pid=1) step:{s} - actor/entropy:0.2 - critic/score/mean:0.3 - critic/score/max:1.0 - "
+        f"critic/score/min:0.0 - actor/pg_clipfrac:0.01"
+        for s in range(1, 61)
+    ]
+    f = tmp_path / "verl.log"
+    f.write_text("\n".join(lines) + "\n")
+    diag = diagnose(f)
+    assert diag["context"]["mini_batches"] == 4 and diag["context"]["eps_high"] == 0.2
+    a = next(a for a in diag["alerts"] if a["mode"] == "entropy collapse")
+    assert "clip-higher (algo.eps_high=0.28)" in a["fix"]  # off-policy (4 mini-batches), symmetric clip: it can act
+    assert a["in_verl"]["algo.eps_high"] == "actor_rollout_ref.actor.clip_ratio_high"
+    assert a["in_verl"]["algo.entropy_coef"] == "actor_rollout_ref.actor.entropy_coeff"
+    assert "in verl: algo.eps_high -> actor_rollout_ref.actor.clip_ratio_high" in render(diag)

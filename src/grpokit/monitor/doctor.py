@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -50,6 +51,47 @@ RL_SIGNALS = (
     "length/",
     "critic/",
 )
+
+
+#: grpokit config keys named in fixes -> the same knob in the trainer that wrote the log (TRL: GRPOConfig fields,
+#: checked against TRL 1.13's; verl: config paths, checked against its printed config and docs/algo/dapo.md).
+#: A key with no equivalent says so.
+TRAINER_KNOBS: dict[str, dict[str, str]] = {
+    "trl": {
+        "algo.eps_high": "epsilon_high",
+        "algo.entropy_coef": "entropy_coef (recent TRL; older GRPOTrainer has no entropy bonus)",
+        "algo.soft_overlong": "mask_truncated_completions=True",
+        "algo.overlong_filter": "mask_truncated_completions=True",
+        "algo.kl_coef": "beta",
+        "algo.reference": "sync_ref_model=True (ref_model_mixup_alpha, ref_model_sync_steps)",
+        "algo.dynamic_sampling": "none in GRPOTrainer (raise num_generations, or filter prompts)",
+        "algo.loss_agg": "loss_type ('dapo' or 'dr_grpo')",
+        "algo.is_correction": "vllm_importance_sampling_correction=True",
+        "train.lr": "learning_rate",
+        "rollout.max_new_tokens": "max_completion_length",
+    },
+    "verl": {
+        "algo.eps_high": "actor_rollout_ref.actor.clip_ratio_high",
+        "algo.entropy_coef": "actor_rollout_ref.actor.entropy_coeff",
+        "algo.dynamic_sampling": "algorithm.filter_groups.enable=True (DAPO recipe)",
+        "algo.soft_overlong": "reward_model.overlong_buffer.enable=True (DAPO recipe)",
+        "algo.kl_controller": "algorithm.kl_ctrl.type=adaptive",
+        "algo.kl_coef": "actor_rollout_ref.actor.kl_loss_coef (or algorithm.kl_ctrl.kl_coef)",
+        "algo.kl_placement": "actor_rollout_ref.actor.use_kl_loss=True, algorithm.use_kl_in_reward=False",
+        "algo.loss_agg": "actor_rollout_ref.actor.loss_agg_mode",
+        "train.lr": "actor_rollout_ref.actor.optim.lr",
+        "rollout.max_new_tokens": "data.max_response_length",
+    },
+}
+_KEY = re.compile(r"\b(?:algo|train|rollout)\.[a-z_]+")
+
+
+def _equivalents(alert: dict[str, Any], flavor: str | None) -> dict[str, str]:
+    knobs = TRAINER_KNOBS.get(flavor or "")
+    if not knobs:
+        return {}
+    keys = dict.fromkeys(_KEY.findall(alert.get("fix", "") + " " + " ".join(alert.get("actions", []))))
+    return {k: knobs[k] for k in keys if k in knobs}
 
 
 def _finite(v: Any) -> float | None:
@@ -164,6 +206,9 @@ def diagnose_log(log: RunLog, thresholds: dict[str, dict[str, Any]] | None = Non
         mon.observe(int(r["step"]), r)
     alerts = rank(mon.alerts)
     diag["alerts"] = [a.to_dict() for a in alerts]
+    for a in diag["alerts"]:
+        if eq := _equivalents(a, log.flavor):
+            a["in_" + str(log.flavor)] = eq
     diag["active"] = mon.active()
     diag["not_measurable"] = mon.not_measurable(log.available)
 
@@ -320,6 +365,12 @@ def render(diag: dict[str, Any]) -> str:
             else:
                 out.append(f"   became: {e['mode']} at step {e['step']}")
         out.append(f"   change: {a['fix']}")
+        for trainer in TRAINER_KNOBS:
+            if eq := a.get(f"in_{trainer}"):
+                out.append(
+                    f"   in {'TRL' if trainer == 'trl' else trainer}: "
+                    + "; ".join(f"{k} -> {v}" for k, v in eq.items())
+                )
     if diag["not_measurable"]:
         out.append("Not measurable from this log (signals it does not record):")
         for det, miss in diag["not_measurable"].items():
