@@ -304,6 +304,10 @@ def test_console_without_step_numbers_numbers_rows_and_says_so(tmp_path) -> None
     f.write_text("".join(f"{{'loss': 0.1, 'reward': 0.{i}, 'kl': 0.01, 'epoch': 0.{i}}}\n" for i in range(1, 4)))
     log = read_run(f)
     assert log.steps == [1, 2, 3] and "no step numbers" in log.notes[0]
+    # the short-lived names of TRL PR #3188 (before the `completions/` prefix)
+    g = tmp_path / "pr3188.log"
+    g.write_text("{'loss': 0.0, 'reward': 0.5, 'mean_completion_length': 80.0, 'max_completion_length': 128.0}\n")
+    assert read_run(g).rows[0]["length/mean"] == 80.0 and read_run(g).rows[0]["length/max"] == 128.0
 
 
 def test_verl_old_names_and_score_range() -> None:

@@ -145,6 +145,10 @@ TRL_NAMES: dict[str, tuple[str, ...]] = {
     # TRL < 0.17 names
     "completion_length": ("length/mean",),
     "clip_ratio": ("actor/clipfrac",),
+    # between TRL PR #3188 (2025-03-31) and PR #3212 (2025-04-02, the `completions/` prefix) lengths were logged as
+    "mean_completion_length": ("length/mean",),
+    "min_completion_length": ("length/min",),
+    "max_completion_length": ("length/max",),
     # TRL < 0.16 logged each reward function's mean without the `/mean` suffix
     "rewards/accuracy_reward": ("reward/accuracy",),
     "eval_rewards/accuracy_reward": ("eval/accuracy",),
