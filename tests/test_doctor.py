@@ -190,6 +190,8 @@ def test_the_demo_scenario_current_advice_saturation_and_generation_cap(tmp_path
     assert kinds["generation_cap"]["hit"] == 21 and "21 of 36 steps" in kinds["generation_cap"]["message"]
     assert kinds["no_update"]["no_update"] == 9 and "9 of 36" in kinds["no_update"]["message"]
     assert any(a["mode"] == "converged / saturated" for a in diag["alerts"])
+    # the collapse is the saturation itself (all-correct groups): the verdict says so, not "failing"
+    assert collapse["explained_by"].startswith("converged / saturated") and diag["verdict"] == "converged / saturated"
     text = render(diag)
     assert "now (step 36)" in text and "99%" in text and "escalated: warning -> critical" in text
 

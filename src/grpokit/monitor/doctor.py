@@ -209,6 +209,7 @@ def diagnose_log(log: RunLog, thresholds: dict[str, dict[str, Any]] | None = Non
     for a in diag["alerts"]:
         if eq := _equivalents(a, log.flavor):
             a["in_" + str(log.flavor)] = eq
+    _explain_by_saturation(diag["alerts"])
     diag["active"] = mon.active()
     diag["not_measurable"] = mon.not_measurable(log.available)
 
@@ -284,11 +285,32 @@ def diagnose_log(log: RunLog, thresholds: dict[str, dict[str, Any]] | None = Non
     return diag
 
 
+def _explain_by_saturation(alerts: list[dict[str, Any]]) -> None:
+    """Advantage collapse whose zero-variance groups are mostly all-correct, while the run is saturated, is the
+    saturation itself (the model solves the prompts), not a failure of the algorithm: mark it so."""
+    saturated = any(
+        a["mode"] in ("converged / saturated", "convergence") and a.get("cleared_at") is None for a in alerts
+    )
+    if not saturated:
+        return
+    for a in alerts:
+        if a["mode"] != "advantage collapse" or a.get("cleared_at") is not None:
+            continue
+        ev = (a.get("current") or {}).get("evidence") or a["evidence"]
+        right, wrong = ev.get("all_correct_frac"), ev.get("all_wrong_frac")
+        if isinstance(right, (int, float)) and isinstance(wrong, (int, float)) and right > wrong:
+            a["explained_by"] = "converged / saturated: the zero-variance groups are all-correct"
+
+
 def _verdict(diag: dict[str, Any]) -> str:
     kinds = {f["kind"] for f in diag["findings"]}
     if "never_trained" in kinds:
         return "never trained"
-    sev = [a["severity"] for a in diag["alerts"] if a["mode"] in diag["active"] or a.get("cleared_at") is None]
+    sev = [
+        a["severity"]
+        for a in diag["alerts"]
+        if (a["mode"] in diag["active"] or a.get("cleared_at") is None) and not a.get("explained_by")
+    ]
     modes = {a["mode"] for a in diag["alerts"]}
     if "critical" in sev:
         return "failing"
@@ -364,6 +386,8 @@ def render(diag: dict[str, Any]) -> str:
                 out.append(f"   escalated: {e['from']} -> {e['to']} at step {e['step']}")
             else:
                 out.append(f"   became: {e['mode']} at step {e['step']}")
+        if a.get("explained_by"):
+            out.append(f"   explained by: {a['explained_by']}")
         out.append(f"   change: {a['fix']}")
         for trainer in TRAINER_KNOBS:
             if eq := a.get(f"in_{trainer}"):
@@ -380,7 +404,7 @@ def render(diag: dict[str, Any]) -> str:
 
 def _exit_code(diags: list[dict[str, Any]]) -> int:
     for d in diags:
-        if any(a["severity"] == "critical" for a in d["alerts"]):
+        if any(a["severity"] == "critical" and not a.get("explained_by") for a in d["alerts"]):
             return 1
         if any(f["severity"] == "critical" for f in d.get("findings", [])):
             return 1
