@@ -31,6 +31,7 @@ from typing import Any
 from ..data.example import Example
 from . import cgroups
 from .sandbox import (
+    CPU_BUDGET_CALLS,
     SandboxLimits,
     apply_sandbox,
     classify_violation,
@@ -126,7 +127,7 @@ def _serve(
     if limits is not None:
         try:
             enforced = apply_sandbox(limits, workdir, parent_pid, {conn.fileno()})
-            start_cpu_budget(cpu_s)
+            start_cpu_budget(limits.cpu_budget_s or CPU_BUDGET_CALLS * cpu_s)
         except Exception as e:
             conn.send(("broken", 0, f"the reward sandbox could not be set up: {describe_exception(e)}"))
             return

@@ -51,18 +51,20 @@ PR_SET_PDEATHSIG = 1
 PR_CAPBSET_DROP = 24
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 1 << 14, 1 << 18
-CPU_BUDGET_CALLS = 20  # a worker's lifetime CPU (hard limit) is this many calls' allowance; then it is recycled
+CPU_BUDGET_CALLS = 20  # default lifetime CPU of a worker, in calls' allowances; then a fresh worker takes over
 MIB = 1 << 20
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """What a reward worker may use. `cpu_s=None` means the reward timeout; `user` (a uid) makes a worker
+    """What a reward worker may use. `cpu_s=None` means the reward timeout; `cpu_budget_s` is a worker's
+    lifetime CPU (default 20 calls' worth) after which a fresh one takes over; `user` (a uid) makes a worker
     started as root switch to that user (its files must then be readable by it); `writable` adds directories
     it may write beneath (e.g. "/dev/shm" for rewards that use multiprocessing locks)."""
 
     memory_mb: int = 2048
     cpu_s: float | None = None
+    cpu_budget_s: float | None = None
     max_open_files: int = 64
     max_procs: int = 32
     max_file_mb: int = 64
@@ -76,8 +78,10 @@ class SandboxLimits:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"sandbox.{name} must be a positive integer, got {value!r}")
-        if self.cpu_s is not None and not self.cpu_s > 0:
-            raise ValueError(f"sandbox.cpu_s must be > 0 or None (the reward timeout), got {self.cpu_s!r}")
+        for name in ("cpu_s", "cpu_budget_s"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ValueError(f"sandbox.{name} must be > 0 or None (the default), got {value!r}")
 
 
 class SandboxViolation(PermissionError):
@@ -333,19 +337,22 @@ def cpu_seconds_used() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def start_cpu_budget(cpu_s: float) -> float:
-    """Set the worker's lifetime CPU hard limit (CPU_BUDGET_CALLS calls' worth); returns it in seconds."""
-    hard = math.ceil(cpu_seconds_used() + CPU_BUDGET_CALLS * cpu_s)
+def start_cpu_budget(budget_s: float) -> float:
+    """Set the worker's lifetime CPU hard limit: `budget_s` from now, plus one second so that a call past its
+    own (soft) limit gets SIGXCPU, reported as a CPU-time violation, rather than SIGKILL. Returns it."""
+    hard = math.ceil(cpu_seconds_used() + budget_s) + 1
     _set(resource.RLIMIT_CPU, hard)
     return float(hard)
 
 
 def set_call_cpu_limit(cpu_s: float) -> bool:
-    """Let the next call use `cpu_s` more CPU seconds (soft limit: SIGXCPU kills the worker past it).
-    False when the lifetime budget cannot cover a whole call (the worker should be recycled first)."""
+    """Let the next call use `cpu_s` more CPU seconds, rounded up to a whole second (RLIMIT_CPU counts whole
+    seconds; past it SIGXCPU kills the worker). The allowance covers everything the worker does during the
+    call, its garbage collections included. False when the lifetime budget cannot cover a whole call (the
+    worker should be replaced first)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
     want = math.ceil(cpu_seconds_used() + cpu_s)
-    if hard != resource.RLIM_INFINITY and want > hard:
+    if hard != resource.RLIM_INFINITY and want >= hard:
         return False
     resource.setrlimit(resource.RLIMIT_CPU, (want, hard))
     return True

@@ -1,5 +1,7 @@
-"""Rollouts with transformers `generate`: batched, left-padded, G samples per prompt, stopping as soon as every
-sequence has ended. Shares the learner's model object, so weight sync is free."""
+"""grpokit's own sampling loop on any transformers causal LM: each distinct prompt is prefilled once and its
+key/value cache expanded to the G samples of its group; finished sequences are dropped from the batch as they
+end; generation stops when every sequence has ended. Returns the sampler's own log-probs (after temperature,
+top-k and top-p: the distribution actually sampled from)."""
 
 from __future__ import annotations
 
@@ -9,35 +11,29 @@ from collections.abc import Callable
 
 import torch
 
+from ..prefix import decoder_and_head, positions, prefill
 from .base import RolloutOutput, SamplingParams, SharedModelEngine, register_engine
+from .hf import completion_mask_from_ids, left_pad
 
 
-def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-pad token id lists to [B, P] with an attention mask."""
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        if s:
-            ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
-            mask[i, width - len(s) :] = 1
-    return ids, mask
+def process_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """Temperature, then top-k, then top-p (nucleus) filtering, as transformers' logits warpers order them."""
+    z = logits.float() / temperature
+    if top_k and 0 < top_k < z.shape[-1]:
+        kth = torch.topk(z, top_k, dim=-1).values[..., -1:]
+        z = z.masked_fill(z < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_z, order = torch.sort(z, descending=True, dim=-1)
+        probs = torch.softmax(sorted_z, -1)
+        remove = probs.cumsum(-1) - probs > top_p  # keep the smallest prefix whose mass reaches top_p
+        remove[..., 0] = False
+        z = z.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
+    return z
 
 
-def completion_mask_from_ids(ids: torch.Tensor, eos_ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mask up to and including the first EOS; returns (mask [N,T], has_eos [N])."""
-    is_eos = torch.zeros_like(ids, dtype=torch.bool)
-    for e in eos_ids:
-        is_eos |= ids == e
-    has_eos = is_eos.any(1)
-    first = torch.where(has_eos, is_eos.float().argmax(1), torch.full_like(has_eos, ids.shape[1], dtype=torch.long))
-    t = torch.arange(ids.shape[1])[None, :]
-    return (t <= first[:, None]).long() * (t < ids.shape[1]).long(), has_eos
-
-
-@register_engine("hf-generate")
-class HFGenerateEngine(SharedModelEngine):
-    """transformers `generate` engine; `autocast` is a context factory (e.g. bf16 autocast on CPU)."""
+@register_engine("hf")
+class SharedPrefixSampler(SharedModelEngine):
+    """The default engine: shared-prompt prefill, KV cache, early-exit compaction. Shares the learner's model."""
 
     def __init__(
         self,
@@ -45,68 +41,30 @@ class HFGenerateEngine(SharedModelEngine):
         tokenizer: object,
         *,
         autocast: Callable[[], contextlib.AbstractContextManager] | None = None,
-        max_batch: int = 64,
+        compact_below: float = 0.75,
     ) -> None:
         super().__init__(model, tokenizer, autocast=autocast)
-        self.max_batch = max_batch
+        self.compact_below = compact_below
+        self.min_new_tokens = 0
 
     @torch.no_grad()
-    def _generate_chunk(self, prompts: list[list[int]], params: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
-        ids, mask = left_pad(prompts, self.pad_id)
-        device = next(self.model.parameters()).device
-        kwargs = dict(
-            do_sample=True,
-            temperature=params.temperature,
-            top_p=params.top_p,
-            top_k=params.top_k if params.top_k > 0 else None,
-            max_new_tokens=params.max_new_tokens,
-            pad_token_id=self.pad_id,
-            eos_token_id=self.eos_ids,
-            return_dict_in_generate=True,
-            output_scores=True,
-        )
-        with self.autocast():
-            out = self.model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), **kwargs)
-        gen = out.sequences[:, ids.shape[1] :].cpu()
-        # scores are the processed logits (temperature, top-k, top-p applied): the sampler's distribution
-        logps = []
-        for t, s in enumerate(out.scores):
-            lp = torch.log_softmax(s.float(), dim=-1)
-            logps.append(lp.gather(1, gen[:, t : t + 1].to(lp.device)).squeeze(1).cpu())
-        samp = torch.stack(logps, 1) if logps else torch.zeros(gen.shape)
-        return gen, samp
-
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> RolloutOutput:
         t0 = time.perf_counter()
         was_training = self.model.training
         self.model.eval()
-        expanded = [p for p in prompts for _ in range(params.n)]
-        index = torch.arange(len(prompts)).repeat_interleave(params.n)
-        gens, samps = [], []
         try:
-            for s in range(0, len(expanded), self.max_batch):
-                g, lp = self._generate_chunk(expanded[s : s + self.max_batch], params)
-                gens.append(g)
-                samps.append(lp)
+            comp, samp = self._sample(prompts, params)
         finally:
             self.model.train(was_training)
-        width = max(g.shape[1] for g in gens)
-        comp = torch.full((len(expanded), width), self.pad_id, dtype=torch.long)
-        samp = torch.zeros((len(expanded), width), dtype=torch.float32)
-        row = 0
-        for g, lp in zip(gens, samps):
-            comp[row : row + g.shape[0], : g.shape[1]] = g
-            samp[row : row + g.shape[0], : lp.shape[1]] = lp
-            row += g.shape[0]
+        n = len(prompts) * params.n
+        index = torch.arange(len(prompts)).repeat_interleave(params.n)
         cmask, has_eos = completion_mask_from_ids(comp, self.eos_ids)
         lengths = cmask.sum(1)
-        truncated = (~has_eos) & (lengths >= params.max_new_tokens)
+        truncated = ~has_eos
         samp = samp * cmask
+        expanded = [p for p in prompts for _ in range(params.n)]
         pids, pmask = left_pad(expanded, self.pad_id)
-        texts = [
-            self.tokenizer.decode(comp[i, : int(lengths[i])].tolist(), skip_special_tokens=True)
-            for i in range(len(expanded))
-        ]
+        texts = [self.tokenizer.decode(comp[i, : int(lengths[i])].tolist(), skip_special_tokens=True) for i in range(n)]
         return RolloutOutput(
             prompt_ids=pids,
             prompt_mask=pmask,
@@ -120,3 +78,48 @@ class HFGenerateEngine(SharedModelEngine):
             gen_tokens=int(lengths.sum()),
             seconds=time.perf_counter() - t0,
         )
+
+    def _sample(self, prompts: list[list[int]], params: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
+        device = next(self.model.parameters()).device
+        decoder, head = decoder_and_head(self.model)
+        ids, mask = left_pad(prompts, self.pad_id)
+        ids, mask = ids.to(device), mask.to(device)
+        n_total = len(prompts) * params.n
+        out_ids = torch.full((n_total, params.max_new_tokens), self.pad_id, dtype=torch.long)
+        out_lp = torch.zeros((n_total, params.max_new_tokens), dtype=torch.float32)
+        eos = torch.tensor(self.eos_ids, device=device)
+        with self.autocast():
+            cache, h_last = prefill(decoder, ids, mask)
+            cache.batch_repeat_interleave(params.n)
+            logits = head(h_last).repeat_interleave(params.n, 0)
+        attn = mask.repeat_interleave(params.n, 0)
+        pos = positions(attn)[:, -1:]
+        rows = torch.arange(n_total, device=device)  # which output row each active batch row writes to
+        # rows that have emitted an EOS; they stay in the batch (writing nothing) until compaction drops them
+        finished = torch.zeros(n_total, dtype=torch.bool, device=device)
+        for t in range(params.max_new_tokens):
+            z = process_logits(logits, params.temperature, params.top_k, params.top_p)
+            if t < self.min_new_tokens:
+                z[:, eos] = float("-inf")
+            logp = torch.log_softmax(z, -1)
+            tok = torch.multinomial(logp.exp(), 1).squeeze(1)
+            live = ~finished
+            out_ids[rows[live].cpu(), t] = tok[live].cpu()
+            out_lp[rows[live].cpu(), t] = logp.gather(1, tok[:, None]).squeeze(1)[live].cpu()
+            finished = finished | torch.isin(tok, eos)
+            if bool(finished.all()) or t == params.max_new_tokens - 1:
+                break
+            active = ~finished
+            if float(active.float().mean()) < self.compact_below:
+                keep = torch.nonzero(active).squeeze(1)
+                cache.batch_select_indices(keep)
+                rows, tok, attn, pos = rows[keep], tok[keep], attn[keep], pos[keep]
+                finished = finished[keep]
+            attn = torch.cat([attn, torch.ones_like(attn[:, :1])], 1)
+            pos = pos + 1
+            with self.autocast():
+                h = decoder(
+                    input_ids=tok[:, None], attention_mask=attn, position_ids=pos, past_key_values=cache, use_cache=True
+                ).last_hidden_state[:, -1]
+                logits = head(h)
+        return out_ids, out_lp
