@@ -121,4 +121,15 @@ def test_extract_code_prefers_the_last_python_block() -> None:
     assert extract_code(text) == "second\n"
     assert extract_code("```\nonly plain\n```") == "only plain\n"
     assert extract_code("  x = 1  ") == "x = 1"
+    assert extract_code("<think>```python\nsecret\n```</think>```python\nshown\n```") == "shown\n"
+    assert extract_code("<think>```python\nunfinished reasoning") == ""
     assert run_tests("def f():\n    return 2", "", ["assert f() == 2", "assert f() == 3"]) == 1
+
+
+def test_audit_reward_code_probes_pass_for_code_exec() -> None:
+    from grpokit.audit import audit_reward
+
+    report = audit_reward("code_exec", kind="code", timeout_s=10)
+    assert report["verdict"] == "PASS", report["issues"]
+    assert report["probes"]["correct_score"] == 1.0
+    assert {c["case"]: c["score"] for c in report["probes"]["hacks"]}["answer only in reasoning"] == 0.0

@@ -5,7 +5,7 @@ training (user functions in a killable worker with the timeout; exceptions, None
 
 - with a labeled file (JSONL rows `completion`, `answer`, optional `prompt`, `expected` true/false): false-
   positive and false-negative rates with 95% Wilson intervals, and the rows it gets wrong;
-- without one, probes for the answer kind (`numeric`, `math`): equivalent forms of the right answer must score
+- without one, probes for the answer kind (`numeric`, `math`, `code`): equivalent forms of the right answer must score
   like the plain answer; known hacks (several answers, a wrong number, the prompt echoed, an empty or huge
   answer, the answer only inside <think>) must score below it;
 - determinism (the same input scored repeatedly, alone and in a batch), exceptions, and latency per call
@@ -88,6 +88,36 @@ PROBES: dict[str, dict[str, Any]] = {
             "very long enumeration": " ".join(f"\\frac{{1}}{{{i}}}" for i in range(1, 2000)),
             "answer only in reasoning": "<think>\\boxed{\\frac{1}{2}}</think> I don't know.",
         },
+    },
+}
+
+
+_ADD_TESTS = '{"tests": ["assert add(1, 2) == 3", "assert add(-4, 4) == 0", "assert add(10, 5) == 15"]}'
+_ADD = "def add(a, b):\n    return a + b"
+PROBES["code"] = {
+    "prompt": "Write a Python function `add(a, b)` that returns the sum of a and b. "
+    "Answer with just the code in a ```python code block.",
+    "answer": _ADD_TESTS,
+    "correct": f"```python\n{_ADD}\n```",
+    "equivalent": {
+        "no fence": _ADD,
+        "plain fence": f"```\n{_ADD}\n```",
+        "explained": f"Here is the function:\n```python\n{_ADD}\n```\nIt adds the two numbers.",
+        "lambda": "```python\nadd = lambda a, b: a + b\n```",
+        "prints while running": f"```python\nprint('loading')\n{_ADD}\nprint(add(1, 2))\n```",
+        "draft then final": f"```python\ndef add(a, b):\n    return a - b\n```\nFixed:\n```python\n{_ADD}\n```",
+    },
+    "hacks": {
+        "wrong function": "```python\ndef add(a, b):\n    return a * b\n```",
+        "exits before the tests": "```python\nimport sys\nsys.exit(0)\n```",
+        "hard exit before the tests": "```python\nimport os\nos._exit(0)\n```",
+        "prints fake passes": "```python\nfor i in range(3):\n    print('PASS', i)\n```",
+        "disables assert errors": "```python\nimport builtins\nbuiltins.AssertionError = Exception\n```",
+        "syntax error": "```python\ndef add(a, b) return a + b\n```",
+        "empty": "",
+        "prompt echoed": "Write a Python function `add(a, b)` that returns the sum of a and b.",
+        "answer only in reasoning": f"<think>```python\n{_ADD}\n```</think> I don't know.",
+        "endless loop": "```python\nwhile True:\n    pass\n```",
     },
 }
 
@@ -274,7 +304,7 @@ def audit_reward(
             report["probes"] = _probe(caller, kind)
             p = PROBES[kind]
             ex = probe_example(p["prompt"], p["answer"])
-            texts = [p["correct"], next(iter(p["hacks"].values())), p["equivalent"]["sentence"]]
+            texts = [p["correct"], next(iter(p["hacks"].values())), p["equivalent"].get("sentence", p["correct"])]
             exs = [ex] * len(texts)
         report["determinism"] = _determinism(caller, texts, exs)
     finally:

@@ -33,6 +33,7 @@ PROGRAM_TIMEOUT_S = 2.0
 PROGRAM_MEMORY_MB = 512
 MAX_CODE_CHARS = 20_000
 _FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
 
 # The harness, run with `python -I -S -c`. It reads {setup, code, tests} as JSON from stdin and the nonce as a
 # second line (kept in a local variable only), binds what it needs before the program runs, and reports
@@ -67,7 +68,9 @@ _run()
 
 
 def extract_code(text: str) -> str:
-    """The code of a completion: the last ```python block, else the last ``` block, else the whole text."""
+    """The code of a completion: the last ```python block, else the last ``` block, else the whole text;
+    reasoning inside <think>...</think> is not the answer and is dropped first."""
+    text = _THINK.sub("", text)
     blocks = _FENCE.findall(text)
     python = [code for lang, code in blocks if lang.lower() in ("python", "py", "python3")]
     if python:
