@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import resource
 import secrets
 import subprocess
 import sys
@@ -35,12 +34,16 @@ MAX_CODE_CHARS = 20_000
 _FENCE = re.compile(r"```([\w+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 _THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
 
-# The harness, run with `python -I -S -c`. It reads {setup, code, tests} as JSON from stdin and the nonce as a
-# second line (kept in a local variable only), binds what it needs before the program runs, and reports
-# "<nonce> <i>" per passed test on a duplicate of the original stdout; the program's own output is discarded.
+# The harness, run with `python -I -S -c`. It sets its address-space and CPU limits (argv[1]), reads
+# {setup, code, tests} as JSON from stdin and the nonce as a second line (kept in a local variable only),
+# binds what it needs before the program runs, and reports "<nonce> <i>" per passed test on a duplicate of
+# the original stdout; the program's own output is discarded.
 _HARNESS = r"""
 def _run():
-    import json, os, sys
+    import json, os, resource, sys
+    limits = json.loads(sys.argv[1])
+    resource.setrlimit(resource.RLIMIT_AS, (limits["as"], limits["as"]))
+    resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu"], limits["cpu"]))
     spec = json.loads(sys.stdin.readline())
     nonce = sys.stdin.readline().strip()
     sys.stdin.close()
@@ -103,27 +106,22 @@ def parse_tests(example: Example) -> tuple[str, list[str]]:
     return setup, tests
 
 
-def _limit_program() -> None:
-    """In the program's process before exec: its own memory and CPU limits (it may not raise them)."""
-    resource.setrlimit(resource.RLIMIT_AS, (PROGRAM_MEMORY_MB << 20, PROGRAM_MEMORY_MB << 20))
-    cpu = math.ceil(PROGRAM_TIMEOUT_S) + 1
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-
-
 def run_tests(code: str, setup: str, tests: list[str], timeout_s: float = PROGRAM_TIMEOUT_S) -> int:
     """How many of `tests` pass after running `code` (and `setup`) in a fresh interpreter."""
     if len(code) > MAX_CODE_CHARS:
         return 0
     nonce = secrets.token_hex(16)
+    # set by the harness before it reads the program (not by a preexec_fn, which would force a slow fork of the
+    # reward worker, itself a fork of the trainer, instead of vfork)
+    limits = json.dumps({"as": PROGRAM_MEMORY_MB << 20, "cpu": math.ceil(timeout_s) + 1})
     message = json.dumps({"setup": setup, "code": code, "tests": tests}) + "\n" + nonce + "\n"
     try:
         proc = subprocess.run(
-            [sys.executable, "-I", "-S", "-c", _HARNESS],
+            [sys.executable, "-I", "-S", "-c", _HARNESS, limits],
             input=message.encode(),
             capture_output=True,
             timeout=timeout_s,
             check=False,
-            preexec_fn=_limit_program,  # the reward worker is single-threaded, so preexec_fn is safe here
         )
         out = proc.stdout
     except subprocess.TimeoutExpired as e:
