@@ -151,7 +151,8 @@ class AdaptedReward:
             [[{"role": "assistant", "content": c}] for c in completions] if conversational else completions
         )
         kwargs: dict[str, Any] = {"prompts": prompts, "completions": texts, "completion_ids": ctx.completion_ids}
-        keys = dict.fromkeys(k for row in rows for k in row if k not in TRL_EXCLUDED_COLUMNS)
+        # every column but prompt/completion(_ids); a column named like a keyword TRL passes itself is left out
+        keys = dict.fromkeys(k for row in rows for k in row if k not in TRL_EXCLUDED_COLUMNS | TRL_NAMES)
         kwargs |= {k: [row.get(k) for row in rows] for k in keys}
         kwargs["trainer_state"] = ctx.trainer_state
         missing = _missing(self._params, kwargs)
