@@ -398,3 +398,12 @@ def test_worker_is_replaced_when_its_lifetime_cpu_budget_runs_out() -> None:
             assert m.score(["x"], [EX]).failures == []
             calls += 1
     assert m.worker.started == 2 and 5 <= calls < 60
+
+
+def test_a_sandbox_that_cannot_be_set_up_fails_each_sample_with_the_reason() -> None:
+    limits = SandboxLimits(writable=("/no/such/dir",))
+    with RewardManager([(lambda c, e: [1.0] * len(c), 1.0)], max_fail_frac=1.0, sandbox=limits) as m:
+        [failure] = m.score(["x"], [EX]).failures
+    assert failure.kind == "exception"
+    assert "the reward sandbox could not be set up" in failure.message
+    assert "['/no/such/dir']" in failure.message and "sandbox=None skips it" in failure.message

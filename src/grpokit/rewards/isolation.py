@@ -129,7 +129,8 @@ def _serve(
             enforced = apply_sandbox(limits, workdir, parent_pid, {conn.fileno()})
             start_cpu_budget(limits.cpu_budget_s or CPU_BUDGET_CALLS * cpu_s)
         except Exception as e:
-            conn.send(("broken", 0, f"the reward sandbox could not be set up: {describe_exception(e)}"))
+            why = describe_exception(e)
+            conn.send(("broken", 0, f"the reward sandbox could not be set up ({why}); sandbox=None skips it"))
             return
         conn.send(("ready", 0, enforced))
     while True:

@@ -65,7 +65,7 @@ class SandboxLimits:
     memory_mb: int = 2048
     cpu_s: float | None = None
     cpu_budget_s: float | None = None
-    max_open_files: int = 64
+    max_open_files: int = 256
     max_procs: int = 32
     max_file_mb: int = 64
     max_dir_mb: int = 256
@@ -288,6 +288,9 @@ def _confine_processes(limits: SandboxLimits, workdir: str, enforced: dict[str, 
 def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds: set[int]) -> dict[str, str]:
     """Confine this (worker) process; returns the mechanism enforcing each limit, e.g. {"network": "netns"}."""
     enforced: dict[str, str] = {}
+    missing = [w for w in limits.writable if not os.path.exists(w)]
+    if missing:
+        raise ValueError(f"sandbox.writable names paths that do not exist: {missing}; create them or drop them")
     _close_inherited_fds(keep_fds)
     if limits.network:
         enforced["network"] = "allowed"
