@@ -407,3 +407,18 @@ def test_a_sandbox_that_cannot_be_set_up_fails_each_sample_with_the_reason() -> 
     assert failure.kind == "exception"
     assert "the reward sandbox could not be set up" in failure.message
     assert "['/no/such/dir']" in failure.message and "sandbox=None skips it" in failure.message
+
+
+def test_secret_looking_environment_variables_do_not_reach_the_reward(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRPOKIT_TEST_API_KEY", "s3cret")
+    monkeypatch.setenv("GRPOKIT_TEST_PLAIN", "visible")
+
+    def peek(completions, examples):
+        return [
+            float("GRPOKIT_TEST_API_KEY" in os.environ) + 10 * float(os.environ.get("GRPOKIT_TEST_PLAIN") == "visible")
+        ]
+
+    with RewardManager([(peek, 1.0)], sandbox=LIMITS) as m:
+        assert m.score(["x"], [EX]).rewards == [10.0]
+    with RewardManager([(peek, 1.0)], sandbox=SandboxLimits(memory_mb=512, network=True)) as m:
+        assert m.score(["x"], [EX]).rewards == [11.0]  # a reward allowed the network keeps its credentials

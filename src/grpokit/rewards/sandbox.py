@@ -22,7 +22,9 @@
 4. **Fallbacks** where the kernel offers neither a namespace nor Landlock: a Python audit hook refuses socket
    connects/binds/lookups and file writes outside the directory. It stops Python code only (not ctypes or
    a program the reward runs); `RewardManager.sandbox` reports which mechanism enforces each limit.
-5. **Parent death**: PR_SET_PDEATHSIG(SIGKILL) for the worker and every process it forks with `os.fork`, and a
+5. **Secrets**: without network, environment variables whose names look like credentials (`*TOKEN*`,
+   `*KEY*`, `*SECRET*`, `*PASSWORD*`, `*AUTH*`...) are removed from the worker. Reading files is not restricted.
+6. **Parent death**: PR_SET_PDEATHSIG(SIGKILL) for the worker and every process it forks with `os.fork`, and a
    check that the parent is still the trainer (it may have died before the prctl).
 
 Then the worker changes into its private directory (also HOME and TMPDIR). Where it has its own mount
@@ -37,6 +39,7 @@ import ctypes
 import errno
 import math
 import os
+import re
 import resource
 import signal
 import sys
@@ -158,6 +161,7 @@ def _within(path: str, roots: list[str]) -> bool:
     return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
+_SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _NET_EVENTS = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo"}
 _NET_EVENTS |= {"socket.gethostbyname", "socket.gethostbyaddr"}
@@ -327,6 +331,11 @@ def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds
         os._exit(0)
     enforced["parent_death"] = "PR_SET_PDEATHSIG" if sys.platform.startswith("linux") else "pipe EOF only"
     enforced.setdefault("directory", "private directory on disk (no size limit)")
+    if not limits.network:
+        secrets = [k for k in os.environ if _SECRET_NAME.search(k)]
+        for k in secrets:
+            del os.environ[k]
+        enforced["environment"] = f"{len(secrets)} secret-looking variables removed (*TOKEN*, *KEY*, ...)"
     os.chdir(workdir)
     for var in ("HOME", "TMPDIR", "TMP", "TEMP"):
         os.environ[var] = workdir
