@@ -167,3 +167,27 @@ def test_audit_of_trl_accuracy_reward_on_math_probes() -> None:
     assert equivalent["decimal"] == 1.0 and equivalent["slash fraction"] == 1.0
     hacks = {c["case"]: c["score"] for c in report["probes"]["hacks"]}
     assert hacks["wrong answer"] == 0.0 and hacks["empty"] == 0.0
+
+
+def test_per_sample_retry_passes_each_sample_its_own_ids_and_prompt() -> None:
+    examples = [Example("q", "1")] * 3
+    ids = [[1, 2], [3], [4, 5, 6]]
+    with RewardManager([("toy_rewards:ids_length_unless_bad", 1.0)], max_fail_frac=1.0) as m:
+        result = m.score(["ok", "bad", "fine"], examples, completion_ids=ids)
+        assert result.metrics["reward/batch_retries"] == 1
+        assert result.rewards[0] == 2.0 and result.rewards[2] == 3.0 and math.isnan(result.rewards[1])
+        assert [f.index for f in result.failures] == [1]
+        with pytest.raises(ValueError, match="3 completions but 2 completion_ids"):
+            m.score(["a", "b", "c"], examples, completion_ids=ids[:2])
+
+
+def test_caller_given_conversational_prompts_make_message_completions() -> None:
+    seen = []
+
+    def shape(prompts, completions, **kwargs):
+        seen.append((prompts[0][0]["role"], completions[0][0]["role"], completions[0][0]["content"]))
+        return [1.0] * len(completions)
+
+    with RewardManager([(shape, 1.0)], isolation="inline") as m:  # inline, so `seen` is this process's list
+        assert m.score(["hi"], [Example("q", "1")], prompts=[[{"role": "user", "content": "q"}]]).rewards == [1.0]
+    assert seen == [("user", "assistant", "hi")]

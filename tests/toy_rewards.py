@@ -98,3 +98,10 @@ def gsm8k_strict(solution_str, ground_truth, method="strict", format_score=0.0, 
     if marker not in solution_str:
         return 0
     return score if solution_str.rsplit(marker, 1)[1].strip() == ground_truth else format_score
+
+
+def ids_length_unless_bad(completions, completion_ids, **kwargs):
+    """TRL-style: the token count, but raises on a completion containing 'bad' (forces the per-sample retry)."""
+    if any("bad" in c for c in completions):
+        raise ValueError("bad completion")
+    return [float(len(ids)) for ids in completion_ids]
