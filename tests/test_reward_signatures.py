@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import toy_rewards
 
-from grpokit.audit import audit_reward
+from grpokit.audit import audit_reward, render
 from grpokit.data import Example, get_task, load_jsonl
 from grpokit.rewards import RewardManager, load_reward
 from grpokit.rewards.signature import detect_convention
@@ -49,6 +49,7 @@ def test_trl_reward_len_from_the_cli_spec(tmp_path: Path) -> None:
         "    return [-abs(20 - len(completion)) for completion in completions]\n"
     )
     report = audit_reward(f"{rewards}:reward_len", timeout_s=5)
+    assert report["convention"] == "trl" and "(trl-style, kind numeric" in render(report)
     assert report["failures"] == []
     assert report["determinism"]["ok"]
     assert report["probes"]["correct_score"] == -19.0  # "7" is 19 characters short of 20

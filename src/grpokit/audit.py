@@ -293,6 +293,7 @@ def audit_reward(
         raise ValueError(f"kind={kind!r}: use one of {sorted(PROBES)}")
     caller = _Caller(spec, timeout_s)
     report: dict[str, Any] = {"reward": spec, "kind": kind, "timeout_s": timeout_s}
+    report["convention"] = caller.manager.rewards[0].fn.convention  # grpokit, trl or verl, from the signature
     try:
         if labeled is not None:
             rows = read_labeled(labeled)
@@ -377,7 +378,8 @@ def _issues(r: dict[str, Any]) -> list[str]:
 
 def render(r: dict[str, Any]) -> str:
     """One screen: verdict, then the failing cases and the numbers."""
-    lines = [f"audit-reward {r['reward']} (kind {r['kind']}, timeout {r['timeout_s']:g} s): {r['verdict']}"]
+    head = f"audit-reward {r['reward']} ({r['convention']}-style, kind {r['kind']}, timeout {r['timeout_s']:g} s)"
+    lines = [f"{head}: {r['verdict']}"]
     lab = r.get("labeled")
     if lab:
         lines.append(

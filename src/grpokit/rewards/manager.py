@@ -143,6 +143,8 @@ class RewardManager:
             isolated = isolation == "process" or (isolation == "auto" and untrusted)
             name = _display_name(spec, {r.name for r in self.rewards})
             self.rewards.append(_Reward(name, spec, float(weight), fn, isolated))
+            where = "sandboxed worker" if isolated and sandbox is not None else "worker" if isolated else "in-process"
+            log.info("reward %s: %s-style function, weight %g, %s", name, fn.convention, weight, where)
         names = {r.name: r.name for r in self.rewards} | {r.spec: r.name for r in self.rewards}
         if correctness is not None and correctness not in names:
             raise ValueError(f"correctness={correctness!r} is not one of the rewards {sorted(names)}")
