@@ -6,15 +6,16 @@
    is forked from the trainer, whose pages it shares), open files, file size, no core files. CPU time is
    limited per call (`set_call_cpu_limit`, within a lifetime hard limit; then the worker is replaced).
 2. **Processes, privileges, network** (entangled, because the kernel exempts root from RLIMIT_NPROC):
-   started as root, the worker first joins a new pids cgroup allowing `max_procs` tasks (where the cgroup
-   filesystem is writable). Then it enters a new user namespace together with a new network namespace
-   (`unshare(CLONE_NEWUSER | CLONE_NEWNET)`): it keeps its uid for file access but loses every capability
-   outside the namespace, so it cannot lift a limit, leave the namespace or signal other users; the network
-   namespace has only a loopback that is down, so every connect, 127.0.0.1 included, fails with "Network is
-   unreachable". In its own user namespace RLIMIT_NPROC counts only the sandbox's processes. Where user
-   namespaces are not allowed: a network namespace alone (root), capabilities dropped (root), and
-   RLIMIT_NPROC over the user's current task count (non-root). `user=<uid>` instead switches a root worker
-   to that uid (its files must be readable by it).
+   started as root, the worker first joins new pids and memory cgroups allowing `max_procs` tasks and
+   `memory_mb` for itself and everything it starts (where the cgroup filesystem is writable; `cgroups.py`).
+   Then it enters new user, network and mount namespaces (`unshare(CLONE_NEWUSER | CLONE_NEWNET |
+   CLONE_NEWNS)`, `linux.py`): it keeps its uid for file access but loses every capability outside them, so
+   it cannot lift a limit, leave the namespaces or signal other users; the network namespace has only a
+   loopback that is down, so every connect, 127.0.0.1 included, fails with "Network is unreachable". In its
+   own user namespace RLIMIT_NPROC counts only the sandbox's processes. Where user namespaces are not
+   allowed: a network namespace alone (root), capabilities dropped (root), and RLIMIT_NPROC over the user's
+   current task count (non-root). `user=<uid>` instead switches a root worker to that uid (its files must
+   be readable by it).
 3. **Filesystem and signals** (Landlock, kernel 5.13+, unprivileged, irreversible): writing, creating,
    removing or renaming files is denied everywhere except beneath the private working directory (and
    `writable`); reading stays allowed. With Landlock ABI 4+ TCP connect/bind are denied too (a second network
@@ -35,7 +36,6 @@ inherited from the trainer (logs, checkpoints) is closed, except stdio and the p
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import math
 import os
@@ -47,13 +47,8 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import cgroups, landlock
+from . import cgroups, landlock, linux
 
-CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
-PR_SET_PDEATHSIG = 1
-PR_CAPBSET_DROP = 24
-CLONE_NEWNS = 0x00020000
-MS_NOSUID, MS_NODEV, MS_REC, MS_PRIVATE = 2, 4, 1 << 14, 1 << 18
 CPU_BUDGET_CALLS = 20  # default lifetime CPU of a worker, in calls' allowances; then a fresh worker takes over
 MIB = 1 << 20
 
@@ -91,22 +86,6 @@ class SandboxViolation(PermissionError):
     """Raised by the audit-hook fallback when reward code does what the sandbox forbids."""
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _unshare(flags: int) -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    return _libc().unshare(ctypes.c_int(flags)) == 0
-
-
-def set_parent_death_signal() -> None:
-    """Ask the kernel to SIGKILL this process when its parent (thread) dies (Linux; no-op elsewhere)."""
-    if sys.platform.startswith("linux"):
-        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
 _forker = [0]
 
 
@@ -116,21 +95,9 @@ def _remember_forker() -> None:
 
 def _die_with_forker() -> None:
     """In a process the reward forked: die with its parent, even if that parent is already gone."""
-    set_parent_death_signal()
+    linux.set_parent_death_signal()
     if os.getppid() != _forker[0]:
         os._exit(0)
-
-
-def _vm_size() -> int:
-    """This process's virtual size in bytes (0 when /proc is unavailable)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 def _set(limit: int, value: int) -> None:
@@ -188,63 +155,6 @@ def _install_audit_hook(block_network: bool, roots: list[str] | None) -> None:
     sys.addaudithook(hook)
 
 
-def _map_ids_in_userns(uid: int, gid: int) -> bool:
-    """Inside a fresh user namespace: map our own uid/gid to themselves, so ids look the same as outside."""
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
-        try:
-            with open(f"/proc/self/{name}", "w") as f:
-                f.write(text)
-        except OSError:
-            return False
-    return True
-
-
-def _mount_private_tmpfs(path: str, size_mb: int) -> bool:
-    """In our own mount namespace: stop mount propagation, then put a size-limited tmpfs on `path`."""
-    libc = _libc()
-    if libc.mount(b"none", b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None) != 0:
-        return False
-    opts = f"size={size_mb}m,mode=0700".encode()
-    return libc.mount(b"grpokit-reward", path.encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV), opts) == 0
-
-
-CAPSET_V3 = 0x20080522
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
-def _drop_capabilities() -> bool:
-    """Empty the capability bounding set and the process's sets (root keeps uid 0 but loses its powers)."""
-    libc = _libc()
-    try:
-        last = int(open("/proc/sys/kernel/cap_last_cap").read())
-    except (OSError, ValueError):
-        last = 40
-    for cap in range(last + 1):
-        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
-    data = (_CapData * 2)()
-    return libc.capset(ctypes.byref(_CapHeader(CAPSET_V3, 0)), data) == 0
-
-
-def _user_tasks(uid: int) -> int:
-    """Tasks (threads included, as RLIMIT_NPROC counts them) currently owned by `uid`."""
-    n = 0
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                st = os.stat(f"/proc/{pid}")
-                n += len(os.listdir(f"/proc/{pid}/task")) if st.st_uid == uid else 0
-            except OSError:
-                pass
-    return n
-
-
 def _drop_user(uid: int, workdir: str) -> None:
     os.chown(workdir, uid, uid)
     os.setgroups([])
@@ -256,33 +166,35 @@ def _confine_processes(limits: SandboxLimits, workdir: str, enforced: dict[str, 
     """Network namespace, privileges and the process limit (these three are entangled, see the module doc)."""
     uid, gid = os.geteuid(), os.getegid()  # read before a user namespace hides them
     is_root = uid == 0
-    netflag = 0 if limits.network else CLONE_NEWNET
+    netflag = 0 if limits.network else linux.CLONE_NEWNET
+    userns = linux.CLONE_NEWUSER
     name = os.path.basename(workdir)
     if is_root and cgroups.join("pids", name, limits.max_procs):
         enforced["processes"] = f"pids cgroup, at most {limits.max_procs}"
     if is_root and cgroups.join("memory", name, limits.memory_mb * MIB):
         enforced["memory"] += f"; memory cgroup {limits.memory_mb} MiB for all its processes"
     if is_root and limits.user is not None:
-        if netflag and _unshare(netflag):
+        if netflag and linux.unshare(netflag):
             enforced["network"] = "netns"
         _drop_user(limits.user, workdir)
         enforced["user"] = f"uid {limits.user}, no capabilities"
-    elif _unshare(CLONE_NEWUSER | netflag | CLONE_NEWNS) or _unshare(CLONE_NEWUSER | netflag):
-        if _map_ids_in_userns(uid, gid) and _mount_private_tmpfs(workdir, limits.max_dir_mb):
+    elif linux.unshare(userns | netflag | linux.CLONE_NEWNS) or linux.unshare(userns | netflag):
+        if linux.map_ids_in_userns(uid, gid) and linux.mount_private_tmpfs(workdir, limits.max_dir_mb):
             enforced["directory"] = f"private tmpfs, at most {limits.max_dir_mb} MiB"
         enforced["user"] = "own user namespace: no capabilities outside it"
         if netflag:
             enforced["network"] = "userns+netns"
     else:
-        if netflag and _unshare(netflag):
+        if netflag and linux.unshare(netflag):
             enforced["network"] = "netns"
         if is_root:
-            enforced["user"] = "uid 0 without capabilities" if _drop_capabilities() else "root (capabilities kept)"
+            dropped = linux.drop_capabilities()
+            enforced["user"] = "uid 0 without capabilities" if dropped else "root (capabilities kept)"
     if "processes" in enforced:
         return
     if not is_root or limits.user is not None:
         scoped = enforced.get("user", "").startswith("own user namespace")
-        extra = 0 if scoped else _user_tasks(os.getuid())
+        extra = 0 if scoped else linux.user_tasks(os.getuid())
         _set(resource.RLIMIT_NPROC, limits.max_procs + extra)
         enforced["processes"] = f"RLIMIT_NPROC, at most {limits.max_procs}" + ("" if scoped else " more")
     else:
@@ -298,7 +210,7 @@ def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds
     _close_inherited_fds(keep_fds)
     if limits.network:
         enforced["network"] = "allowed"
-    base = _vm_size()
+    base = linux.vm_size()
     _set(resource.RLIMIT_AS, base + limits.memory_mb * MIB)
     enforced["memory"] = f"RLIMIT_AS {limits.memory_mb} MiB over the worker's start"
     _set(resource.RLIMIT_NOFILE, max(limits.max_open_files, max(keep_fds | {2}) + 1))
@@ -325,7 +237,7 @@ def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds
             enforced["filesystem"] = "audit hook (Python code only)"
         if "network" not in enforced:
             enforced["network"] = "audit hook (Python code only)"
-    set_parent_death_signal()  # after any uid change, which clears it
+    linux.set_parent_death_signal()  # after any uid change, which clears it
     os.register_at_fork(before=_remember_forker, after_in_child=_die_with_forker)
     if os.getppid() != parent_pid:  # the trainer died before the prctl
         os._exit(0)
