@@ -29,14 +29,24 @@ def _quiet_libraries() -> None:
 
 
 def cmd_recipes(args: argparse.Namespace) -> int:
-    from .config import build_config, list_recipes
+    from .algos.compose import component_keys
+    from .config import build_config, list_recipes, load_recipe
 
     if args.action == "show":
         if not args.name:
             print("usage: grpokit recipes show NAME", file=sys.stderr)
             return 2
         cfg = build_config(args.name)
-        print(yaml.safe_dump(cfg.to_dict(), sort_keys=False), end="")
+        meta = load_recipe(args.name)
+        if meta.get("description"):
+            print(f"# {cfg.recipe}: {meta['description']} ({meta.get('paper', '')}; spec {meta.get('spec', '')})")
+        print("# components, each with its bound parameters (the paper's default where the recipe sets none);")
+        print("# change one with --set algo.<parameter>=<value>, or the component with --set algo.<slot>=<name>")
+        bound = {slot: {name: params} for slot, (name, params) in cfg.algo.bound().items()}
+        print(yaml.safe_dump({"components": bound}, sort_keys=False, default_flow_style=None), end="")
+        body = cfg.to_dict()
+        body["algo"] = {k: v for k, v in body["algo"].items() if k not in component_keys()}
+        print(yaml.safe_dump(body, sort_keys=False), end="")
         return 0
     for name, body in list_recipes().items():
         print(f"{name:<14} {body.get('description', '')}  [{body.get('spec', '')}]")

@@ -133,7 +133,7 @@ class Config:
         if 0 < self.algo.overlong_cache < 1:
             self.algo.overlong_cache = float(max(1, round(self.algo.overlong_cache * self.rollout.max_new_tokens)))
         try:
-            self.algo.validate()
+            self.algo.bind()  # each chosen component's parameters, bound once (unset -> its paper default)
         except ValueError as e:
             raise ConfigError(str(e)) from None
         from .monitor.detectors import DETECTORS
@@ -350,21 +350,32 @@ def build_config(
     config_file: str | None = None,
     **direct: Any,
 ) -> Config:
-    """defaults <- recipe <- config file <- direct values (dotted keys) <- `--set` overrides; validated."""
+    """defaults <- recipe <- config file <- direct values (dotted keys) <- `--set` overrides; validated and bound.
+
+    Component parameters the recipe set belong to the component it chose: when a later layer switches that
+    component (`--set algo.policy_loss=gspo` on grpo), the recipe's values for it are dropped and the new
+    component's own defaults apply, unless the later layer sets them too."""
     cfg = Config(recipe=recipe)
     apply_mapping(cfg, load_recipe(recipe), f"recipe {recipe}")
     cfg.recipe = Path(recipe).stem if recipe.endswith((".yaml", ".yml")) else recipe
+    recipe_choices = cfg.algo.choices()
+    later: set[str] = set()  # algo keys set after the recipe
     if config_file:
         p = Path(config_file)
         if not p.exists():
             raise ConfigError(f"--config {config_file!r} does not exist")
-        apply_mapping(cfg, yaml.safe_load(p.read_text()) or {}, config_file)
+        data = yaml.safe_load(p.read_text()) or {}
+        apply_mapping(cfg, data, config_file)
+        later |= set((data.get("algo") or {}) if isinstance(data.get("algo"), dict) else ())
     for k, v in direct.items():
         if v is not None:
             set_key(cfg, k, v)
+            later.add(k.removeprefix("algo."))
     for o in overrides or []:
         k, v = parse_override(o)
         set_key(cfg, k, v)
+        later.add(k.removeprefix("algo."))
+    cfg.algo.forget_switched(recipe_choices, keep=later)
     return cfg.resolve()
 
 
@@ -372,4 +383,5 @@ def config_from_dict(data: dict[str, Any]) -> Config:
     """Rebuild a Config from `to_dict()` output (resume)."""
     cfg = Config(recipe=data.get("recipe", "grpo"))
     apply_mapping(cfg, {k: v for k, v in data.items() if k != "recipe"}, "saved config")
+    cfg.algo.drop_unused()  # a config saved before components declared their parameters held every key
     return cfg.resolve()

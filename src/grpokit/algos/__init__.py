@@ -5,6 +5,11 @@
     aggregate(per_token_loss, mask, mode, denominators=None, l_norm=None) -> scalar
     kl_estimate(logp, ref_logp, kind) -> [N,T]
     list_methods() -> {kind: {name: one-line description}}
+    ADVANTAGES.params(name), POLICY_LOSSES.params(name), ... -> {parameter: Param(name, default, annotation)}
+
+Each component's keyword-only arguments (other than tensor inputs such as `mask`) are its declared
+hyper-parameters, with defaults from its paper; `AlgoConfig.bind()` binds them from a recipe and rejects keys
+the chosen components do not take.
 
 Tensors are [N, T] (N sequences, T tokens, right-padded) with a 0/1 mask. Formulas and spec sections are in
 each function's docstring (spec = ALGORITHMS.md).

@@ -1,8 +1,10 @@
 """Advantage estimators (spec §2, §3, §4, §6, §11, §13, §15).
 
-Outcome estimators take `(rewards[N], group_ids[N], **params)` and return advantages `[N]`; the token-level
+Outcome estimators take `(rewards[N], group_ids[N], *, <params>)` and return advantages `[N]`; the token-level
 ones (REINFORCE++, GAE family) also take `mask[N,T]` and return `[N,T]`. All are registered in `ADVANTAGES`
-and reached through `grpokit.algos.get_advantage(name)`.
+and reached through `grpokit.algos.get_advantage(name)`. The keyword-only arguments other than the tensor inputs
+(`valid`, `mask`, `values`, `token_rewards`) are the estimator's declared hyper-parameters, defaults from its
+paper (spec section in each docstring).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def grpo_advantage(
     batch (TRL `scale_rewards="batch"`), "none" keeps A_i = R_i - mean_g (Dr. GRPO, §4).
     Groups of size 1 get A = 0 (spec [X]; verl would give A = R). Unscorable samples (`valid`=False or a
     non-finite reward) are left out of their group's statistics and get A = 0 (TRL's NaN-aware behaviour).
+    Parameters (spec §3 defaults): adv_scale "group", adv_eps 1e-6 (verl; TRL uses 1e-4, GMPO 1e-8).
     """
     ok = _valid(rewards, valid)
     r = torch.where(ok, rewards.to(torch.float64), torch.zeros_like(rewards, dtype=torch.float64))
@@ -97,6 +100,7 @@ def gpg_advantage(
     """GPG (spec §6): A_i = alpha * (R_i - mean_g) / F_norm, alpha = B / (B - M).
 
     F_norm = 1 (default) or std_g + 1e-4 (`gpg_std_norm`). With B == M every advantage is 0 (skip, [X]).
+    Parameters (spec §6 defaults, the paper's best ablation): gpg_std_norm False, gpg_alpha_correction True.
     """
     ok = _valid(rewards, valid)
     r = torch.where(ok, rewards.to(torch.float64), torch.zeros_like(rewards, dtype=torch.float64))
@@ -131,6 +135,7 @@ def reinforce_pp_advantage(
     A = global token whitening of G over all valid tokens (no group baseline).
 
     `token_rewards` [N,T] adds per-token terms such as -beta * k1 (KL in reward, §16).
+    Parameters (spec §15.2): gamma 1.0.
     """
     r = _to_token_rewards(rewards, mask)
     if token_rewards is not None:
@@ -172,7 +177,8 @@ def grpo_passk_advantage(
     rewards: torch.Tensor, group_ids: torch.Tensor, *, passk_std_norm: bool = True, adv_eps: float = 1e-6
 ) -> torch.Tensor:
     """verl `grpo_passk` (spec §15.3): only each group's best response gets A = R_(1) - R_(2) (optionally divided
-    by std_g + eps); all others 0. Requires every group to have G >= 2."""
+    by std_g + eps); all others 0. Requires every group to have G >= 2.
+    Parameters (spec §15.3, verl defaults): passk_std_norm True, adv_eps 1e-6."""
     idx, q = group_index(group_ids)
     adv = torch.zeros_like(rewards, dtype=torch.float32)
     _, std, _, _ = group_stats(rewards, group_ids)
@@ -194,6 +200,7 @@ def pass_at_k_advantage(rewards: torch.Tensor, group_ids: torch.Tensor, *, pass_
 
     Rbar = 1 - C(Nneg,k)/C(N,k), sigma = sqrt(Rbar(1-Rbar)); A_pos = (1-Rbar)/sigma,
     A_neg = (1 - Rbar - C(Nneg-1,k-1)/C(N-1,k-1))/sigma; sigma = 0 gives all zeros. Requires k <= N.
+    Parameters: pass_k 4 (the spec gives no default; §15.3 requires k <= N).
     """
     idx, q = group_index(group_ids)
     adv = torch.zeros_like(rewards, dtype=torch.float32)
@@ -236,7 +243,8 @@ def pkpo_rewards(rewards: torch.Tensor, group_ids: torch.Tensor, *, pass_k: int 
 
 @ADVANTAGES.register("pkpo")
 def pkpo_advantage(rewards: torch.Tensor, group_ids: torch.Tensor, *, pass_k: int = 4) -> torch.Tensor:
-    """PKPO (spec §15.3): effective pass@k rewards with a group-mean baseline (spec [X] baseline choice)."""
+    """PKPO (spec §15.3): effective pass@k rewards with a group-mean baseline (spec [X] baseline choice).
+    Parameters: pass_k 4 (no paper default)."""
     return dr_grpo_advantage(pkpo_rewards(rewards, group_ids, pass_k=pass_k), group_ids)
 
 
@@ -296,7 +304,8 @@ def gae_advantage(
 ) -> torch.Tensor:
     """PPO advantages by GAE (spec §2) from outcome rewards placed at t*, plus optional per-token rewards
     (e.g. -beta * k1 for KL in reward); whitened over valid tokens when `adv_whiten` (verl always does).
-    Critic targets come from `value_targets` with the critic's own lambda (decoupled GAE, §11)."""
+    Critic targets come from `value_targets` with the critic's own lambda (decoupled GAE, §11).
+    Parameters (spec §2 defaults, verl): gamma 1.0, lam 1.0, adv_whiten True."""
     r = _to_token_rewards(rewards, mask) + (0 if token_rewards is None else token_rewards * mask)
     adv, _ = gae(r, values, mask, gamma=gamma, lam=lam)
     return masked_whiten(adv, mask) if adv_whiten and int(mask.sum()) >= 2 else adv
@@ -315,7 +324,8 @@ def length_adaptive_gae_advantage(
     adv_whiten: bool = True,
 ) -> torch.Tensor:
     """VAPO length-adaptive GAE (spec §11): per-sequence lambda_i = clamp(1 - 1/(alpha L_i), 0, 1) for the
-    policy advantages; the critic keeps its own lambda (decoupled GAE, see `value_targets`)."""
+    policy advantages; the critic keeps its own lambda (decoupled GAE, see `value_targets`).
+    Parameters (spec §11 defaults): gamma 1.0, gae_alpha 0.05 (VAPO), adv_whiten True."""
     lam = length_adaptive_lambda(mask.sum(1), gae_alpha)
     r = _to_token_rewards(rewards, mask) + (0 if token_rewards is None else token_rewards * mask)
     adv, _ = gae(r, values, mask, gamma=gamma, lam=lam)
@@ -332,7 +342,9 @@ def value_targets(
     token_rewards: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Critic targets G_t = A_t + V_t from a GAE pass with the critic's lambda (decoupled GAE, spec §11).
-    lam_critic = 1 gives Monte-Carlo returns (= R_i on every token for a terminal reward and gamma = 1)."""
+    lam_critic = 1 gives Monte-Carlo returns (= R_i on every token for a terminal reward and gamma = 1).
+    Parameters (spec §11: VC-PPO/VAPO's critic lambda = 1): gamma 1.0, lam_critic 1.0. Bound as the `critic`
+    component of a recipe that has a critic (`AlgoConfig.uses_critic`)."""
     r = _to_token_rewards(rewards, mask) + (0 if token_rewards is None else token_rewards * mask)
     return gae(r, values, mask, gamma=gamma, lam=lam_critic)[1]
 

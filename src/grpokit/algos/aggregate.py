@@ -39,9 +39,7 @@ def _safe_div(num: torch.Tensor, den: float) -> torch.Tensor:
 
 
 @AGGREGATIONS.register("token-mean")
-def token_mean(
-    loss: torch.Tensor, mask: torch.Tensor, *, denominators: Denominators | None = None, l_norm: float | None = None
-) -> torch.Tensor:
+def token_mean(loss: torch.Tensor, mask: torch.Tensor, *, denominators: Denominators | None = None) -> torch.Tensor:
     """sum_{i,t} m l / sum_{i,t} m over the mini-batch (DAPO, CISPO, VAPO, GPG; §1.5)."""
     den = denominators.tokens if denominators else float(mask.sum())
     return _safe_div(masked_sum(loss, mask), den)
@@ -49,7 +47,7 @@ def token_mean(
 
 @AGGREGATIONS.register("seq-mean-token-mean")
 def seq_mean_token_mean(
-    loss: torch.Tensor, mask: torch.Tensor, *, denominators: Denominators | None = None, l_norm: float | None = None
+    loss: torch.Tensor, mask: torch.Tensor, *, denominators: Denominators | None = None
 ) -> torch.Tensor:
     """(1/|B+|) sum_{i in B+} (1/L_i) sum_t m l  (original GRPO, GSPO, GMPO; fully-masked rows excluded, §1.5)."""
     length = mask.sum(1)
@@ -60,7 +58,7 @@ def seq_mean_token_mean(
 
 @AGGREGATIONS.register("seq-mean-token-sum")
 def seq_mean_token_sum(
-    loss: torch.Tensor, mask: torch.Tensor, *, denominators: Denominators | None = None, l_norm: float | None = None
+    loss: torch.Tensor, mask: torch.Tensor, *, denominators: Denominators | None = None
 ) -> torch.Tensor:
     """(1/|B+|) sum_{i in B+} sum_t m l (§1.5)."""
     den = denominators.nonempty_seqs if denominators else float((mask.sum(1) > 0).sum())
@@ -69,9 +67,12 @@ def seq_mean_token_sum(
 
 @AGGREGATIONS.register("constant-norm")
 def constant_norm(
-    loss: torch.Tensor, mask: torch.Tensor, *, denominators: Denominators | None = None, l_norm: float | None = None
+    loss: torch.Tensor, mask: torch.Tensor, *, denominators: Denominators | None = None, l_norm: float
 ) -> torch.Tensor:
-    """Dr. GRPO: sum_{i,t} m l / (|B| L_norm), |B| counting ALL sequences, L_norm a fixed constant (§4)."""
+    """Dr. GRPO: sum_{i,t} m l / (|B| L_norm), |B| counting ALL sequences, L_norm a fixed constant (§4).
+
+    `l_norm` is required (no paper default: the paper uses its generate_max_length, 3000); a recipe resolved by
+    `grpokit.config` fills it with rollout.max_new_tokens when unset."""
     if not l_norm or l_norm <= 0:
         raise ValueError(
             f"constant-norm aggregation needs a positive fixed l_norm (got {l_norm!r}); "
@@ -89,5 +90,8 @@ def aggregate(
     denominators: Denominators | None = None,
     l_norm: float | None = None,
 ) -> torch.Tensor:
-    """Aggregate per-token losses [N,T] into a scalar with `mode` (§1.5), using global `denominators` if given."""
-    return AGGREGATIONS.get(mode)(loss, mask, denominators=denominators, l_norm=l_norm)
+    """Aggregate per-token losses [N,T] into a scalar with `mode` (§1.5), using global `denominators` if given.
+    `l_norm` reaches the modes that declare it (constant-norm, §4) and is ignored by the others."""
+    fn = AGGREGATIONS.get(mode)
+    kw = {"l_norm": l_norm} if "l_norm" in AGGREGATIONS.params(mode) else {}
+    return fn(loss, mask, denominators=denominators, **kw)

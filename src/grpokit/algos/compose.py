@@ -1,9 +1,15 @@
 """One composed entry point: batch tensors + an algorithm config -> loss and every metric.
 
-A recipe names its pieces (advantage estimator, policy loss, aggregation, KL estimator, IS correction) and
-their hyper-parameters in one flat `AlgoConfig`; `compute_loss` looks each piece up in its registry and passes
-it the parameters its signature declares. Optional terms (KL loss, entropy bonus, value loss, positive-example
-NLL, IS weights, top-entropy mask) are on when their coefficient or input is set. No method names are tested.
+A recipe names its components (advantage estimator, policy loss, aggregation, KL estimator, IS correction, and
+the critic's targets and the centred KL placement when it has them) and sets their hyper-parameters in one flat
+`AlgoConfig` (flat so that `--set algo.eps_high=0.28` reaches any of them). Each component *declares* its
+hyper-parameters: the keyword-only arguments of its registered function, with defaults from its paper
+(`Registry.params`). `AlgoConfig.bind` binds them once when a run's config is resolved: a parameter the recipe
+or user left unset (None) takes the chosen component's own default, and an unknown key, a key the chosen
+components do not take, or a missing required key is an error naming the key, the component and its valid keys.
+`compute_loss` then passes each component exactly its declared parameters. Optional terms (KL loss, entropy
+bonus, value loss, positive-example NLL, IS weights, top-entropy mask) are on when their coefficient or input is
+set. No method names are tested.
 
     L = Agg(w * e * l_pi) + beta Agg(k) - c_H Agg_tok(H) + c_v Agg(l_V) + mu L_NLL        (spec §2, §5, §11, §12)
 """
@@ -11,56 +17,113 @@ NLL, IS weights, top-entropy mask) are on when their coefficient or input is set
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from .advantages import value_targets
 from .aggregate import Denominators, aggregate
-from .correction import is_weights, mismatch_stats
-from .kl import kl_estimate
+from .correction import mismatch_stats
+from .kl import centered_sequence_kl, kl_estimate
 from .masked import masked_mean, masked_sum
-from .registry import ADVANTAGES, AGGREGATIONS, IS_CORRECTIONS, KL_ESTIMATORS, POLICY_LOSSES
+from .registry import (
+    ADVANTAGES,
+    AGGREGATIONS,
+    IS_CORRECTIONS,
+    KL_ESTIMATORS,
+    POLICY_LOSSES,
+    Param,
+    Registry,
+)
 from .value import value_loss
+
+# Two components are not chosen by name but switched on by the recipe: the critic's targets (a recipe with a
+# critic, spec §2/§11) and the centred on-policy KL (algo.kl_placement=reward_centered, spec §12). They declare
+# their parameters the same way.
+CRITIC_TARGETS = Registry("critic", inputs=("token_rewards",))
+CRITIC_TARGETS.register("value_targets")(value_targets)
+CENTRED_KL = Registry("kl_placement")
+CENTRED_KL.register("reward_centered")(centered_sequence_kl)
+
+
+@dataclass(frozen=True)
+class Component:
+    """One chosen component of a recipe: the config key that chooses it, its name and declared parameters."""
+
+    slot: str
+    name: str
+    params: dict[str, Param]
+
+    def __str__(self) -> str:
+        return f"{self.slot} {self.name!r}"
+
+
+# (config key that chooses the component, its registry, which name the config chooses or None when it has none)
+SLOTS: tuple[tuple[str, Registry, Callable[[Any], str | None]], ...] = (
+    ("advantage", ADVANTAGES, lambda c: c.advantage),
+    ("policy_loss", POLICY_LOSSES, lambda c: c.policy_loss),
+    ("loss_agg", AGGREGATIONS, lambda c: c.loss_agg),
+    ("kl_estimator", KL_ESTIMATORS, lambda c: c.kl_estimator if c.kl_coef > 0 and c.kl_placement == "loss" else None),
+    ("is_correction", IS_CORRECTIONS, lambda c: c.is_correction),
+    ("critic", CRITIC_TARGETS, lambda c: "value_targets" if c.uses_critic else None),
+    ("kl_placement", CENTRED_KL, lambda c: c.kl_placement if c.kl_placement in CENTRED_KL else None),
+)
+
+
+def component_keys() -> dict[str, list[str]]:
+    """Every hyper-parameter any component declares -> the slots whose components declare it."""
+    out: dict[str, list[str]] = {}
+    for slot, reg, _ in SLOTS:
+        for key in sorted(reg.param_names()):
+            out.setdefault(key, []).append(slot)
+    return out
 
 
 @dataclass
 class AlgoConfig:
-    """Every algorithmic switch of a recipe (flat, so `--set algo.eps_high=0.28` reaches any of them)."""
+    """Every algorithmic switch of a recipe (flat, so `--set algo.eps_high=0.28` reaches any of them).
 
-    # advantages (§3, §4, §6, §11, §15)
+    Fields marked *component* are declared parameters of some component; they default to None = unset and take
+    the chosen component's own default when the config is bound (`bind`). The others are run-level switches.
+    """
+
+    # advantages (§3, §4, §6, §11, §15) -- component: advantage
     advantage: str = "grpo"
-    adv_scale: str = "group"
-    adv_eps: float = 1e-6
-    gamma: float = 1.0
-    lam: float = 1.0
-    lam_critic: float = 1.0
-    gae_alpha: float = 0.05
-    adv_whiten: bool = True
-    gpg_std_norm: bool = False
-    gpg_alpha_correction: bool = True
-    gpg_threshold: float | None = None
-    pass_k: int = 4
-    # policy loss (§2, §5, §7, §8, §9, §14)
+    adv_scale: str | None = None
+    adv_eps: float | None = None
+    gamma: float | None = None  # also the critic's (value_targets)
+    lam: float | None = None
+    gae_alpha: float | None = None
+    adv_whiten: bool | None = None
+    gpg_std_norm: bool | None = None
+    gpg_alpha_correction: bool | None = None
+    pass_k: int | None = None
+    passk_std_norm: bool | None = None
+    gpg_threshold: float | None = None  # run-level: GPG resampling (sampling.py), not an estimator parameter
+    # critic targets (§2, §11) -- component: critic
+    lam_critic: float | None = None
+    # policy loss (§2, §5, §7, §8, §9, §14) -- component: policy_loss
     policy_loss: str = "ppo_clip"
-    eps_low: float = 0.2
+    eps_low: float | None = None
     eps_high: float | None = None
     dual_clip_c: float | None = None
     delta: float | None = None
-    clip_c: float = 0.4
-    cispo_cap_mode: str = "relative"
+    clip_c: float | None = None
+    clip_c_low: float | None = None
+    clip_c_high: float | None = None
+    cispo_cap_mode: str | None = None
     cispo_eps_low: float | None = None
-    cispo_eps_high: float = 0.2
-    cispo_cap: float = 5.0
-    clip_cov_ratio: float = 2e-4
-    clip_cov_lb: float = 1.0
-    clip_cov_ub: float = 5.0
-    kl_cov_ratio: float = 2e-4
-    kl_cov_coef: float = 1.0
+    cispo_eps_high: float | None = None
+    cispo_cap: float | None = None
+    clip_cov_ratio: float | None = None
+    clip_cov_lb: float | None = None
+    clip_cov_ub: float | None = None
+    kl_cov_ratio: float | None = None
+    kl_cov_coef: float | None = None
     top_entropy_rho: float | None = None
-    # aggregation (§1.5)
+    # aggregation (§1.5) -- component: loss_agg
     loss_agg: str = "token-mean"
     l_norm: float | None = None
     # KL (§16, §12)
@@ -70,7 +133,8 @@ class AlgoConfig:
     kl_controller: str = "fixed"  # fixed | adaptive
     kl_target: float = 0.1
     kl_horizon: float = 10000.0
-    kl_center: str = "batch"
+    kl_center: str | None = None  # component: kl_placement reward_centered
+    kl_scale: str | None = None  # component: kl_placement reward_centered
     reference: str = "frozen"  # none | frozen | ema | sync
     ref_ema_eta: float = 0.99
     ref_sync_every: int = 0
@@ -78,9 +142,9 @@ class AlgoConfig:
     entropy_coef: float = 0.0
     entropy_target: float | None = None
     entropy_coef_lr: float = 1e-3
-    # sampler/learner correction (§10)
+    # sampler/learner correction (§10) -- component: is_correction
     is_correction: str | None = None
-    is_c_max: float = 2.0
+    is_c_max: float | None = None
     is_c_min: float | None = None
     # DAPO shaping and filtering (§5)
     dynamic_sampling: bool = False
@@ -111,39 +175,132 @@ class AlgoConfig:
     def needs_reference(self) -> bool:
         return self.reference != "none" and self.kl_coef > 0
 
+    # ------------------------------------------------------------------------------- components and binding
+
+    def choices(self) -> dict[str, str | None]:
+        """slot -> the name of the component this config chooses there (None: the slot is off)."""
+        return {slot: choose(self) for slot, _, choose in SLOTS}
+
+    def components(self, *, skip_unknown: bool = False) -> list[Component]:
+        """The chosen components, each with its declared parameters. An unregistered name raises KeyError
+        (`validate` turns it into a message with a did-you-mean), or is skipped with `skip_unknown`."""
+        out = []
+        for slot, reg, choose in SLOTS:
+            name = choose(self)
+            if name is not None and (name in reg or not skip_unknown):
+                out.append(Component(slot, name, reg.params(name)))
+        return out
+
+    def kwargs(self, slot: str) -> dict[str, Any]:
+        """The chosen `slot` component's declared parameters that are set; unset ones (None) are left to the
+        component's own default. On a bound config every declared parameter is set."""
+        name = self.choices()[slot]
+        if name is None:
+            return {}
+        reg = next(r for s, r, _ in SLOTS if s == slot)
+        return {k: v for k in reg.params(name) if (v := getattr(self, k)) is not None}
+
+    def bound(self) -> dict[str, tuple[str, dict[str, Any]]]:
+        """slot -> (component name, {parameter: value}) with unset parameters shown at their defaults."""
+        out = {}
+        for c in self.components():
+            vals = {k: (getattr(self, k) if getattr(self, k) is not None else p.default) for k, p in c.params.items()}
+            out[c.slot] = (c.name, vals)
+        return out
+
+    def takes(self, key: str) -> bool:
+        """Whether `key` acts in this config: a run-level field, or a parameter of a chosen component (an
+        autopilot or a detector can ask before recommending `algo.<key>`)."""
+        if key not in {f.name for f in dataclasses.fields(self)}:
+            return False
+        return key not in component_keys() or any(key in c.params for c in self.components(skip_unknown=True))
+
+    def check_params(self) -> None:
+        """Raise ValueError for a set component parameter that no chosen component takes, or a required one
+        that is missing; the message names the key, the component and the valid keys."""
+        comps = self.components()
+        used = {k for c in comps for k in c.params}
+        for key, slots in component_keys().items():
+            value = getattr(self, key)
+            if value is not None and key not in used:
+                raise ValueError(_unused_message(key, value, slots, comps))
+        for c in comps:
+            for key, p in c.params.items():
+                if p.required and getattr(self, key) is None:
+                    raise ValueError(
+                        f"algo.{key} is required by {c} and has no default: set algo.{key} "
+                        f"({c} takes: {', '.join(c.params)})"
+                    )
+
+    def bind(self) -> AlgoConfig:
+        """Validate, then bind each chosen component's parameters once: unset ones take the component's default
+        (e.g. policy_loss=gspo gives eps_low 3e-4, eps_high 4e-4, spec §7). Returns self."""
+        self.validate()
+        for c in self.components():
+            for key, p in c.params.items():
+                if getattr(self, key) is None and not p.required:
+                    setattr(self, key, p.default)
+        self._check_ranges()
+        return self
+
+    def forget_switched(self, before: dict[str, str | None], keep: set[str]) -> None:
+        """Unset the parameters an earlier layer (the recipe) set for a component that a later layer switched
+        away from, except keys in `keep` (set by the later layer) and keys another chosen component takes.
+        A recipe's eps_high=0.28 belongs to its ppo_clip, not to the gspo a user switches to."""
+        now = self.choices()
+        for slot, old in before.items():
+            if old is None or now.get(slot) == old:
+                continue
+            reg = next(r for s, r, _ in SLOTS if s == slot)
+            if old not in reg:
+                continue
+            others = {k for c in self.components(skip_unknown=True) if c.slot != slot for k in c.params}
+            for key in reg.params(old):
+                if key not in keep and key not in others:
+                    setattr(self, key, None)
+
+    def drop_unused(self) -> None:
+        """Unset the component parameters no chosen component takes (lenient loading of an older saved config)."""
+        used = {k for c in self.components(skip_unknown=True) for k in c.params}
+        for key in component_keys():
+            if key not in used:
+                setattr(self, key, None)
+
     def validate(self) -> None:
-        """Check every registry name and range; raise one ValueError naming the field, value and fix."""
-        for name, reg in (
-            ("advantage", ADVANTAGES),
-            ("policy_loss", POLICY_LOSSES),
-            ("loss_agg", AGGREGATIONS),
-            ("kl_estimator", KL_ESTIMATORS),
-        ):
-            value = getattr(self, name)
+        """Check every registry name, choice, component parameter and range; raise one ValueError naming the
+        field, value and fix."""
+        for slot, reg, _ in SLOTS:
+            if slot in ("critic", "kl_placement"):  # switched on by other keys, not chosen by name
+                continue
+            value = getattr(self, slot)
+            if value is None and slot == "is_correction":
+                continue
             if value not in reg:
                 try:
                     reg.get(value)
                 except KeyError as e:
-                    raise ValueError(f"algo.{name}: {e.args[0]}") from None
-        if self.is_correction is not None and self.is_correction not in IS_CORRECTIONS:
-            try:
-                IS_CORRECTIONS.get(self.is_correction)
-            except KeyError as e:
-                raise ValueError(f"algo.is_correction: {e.args[0]}") from None
+                    raise ValueError(f"algo.{slot}: {e.args[0]}") from None
         choices = {
             "kl_placement": ("loss", "reward", "reward_centered"),
             "kl_controller": ("fixed", "adaptive"),
             "reference": ("none", "frozen", "ema", "sync"),
-            "adv_scale": ("group", "batch", "none"),
+            "adv_scale": (None, "group", "batch", "none"),
             "filter_metric": ("accuracy", "reward"),
-            "cispo_cap_mode": ("relative", "absolute"),
+            "cispo_cap_mode": (None, "relative", "absolute"),
             "ds_shortfall": ("partial", "error"),
+            "kl_center": (None, "batch", "group"),
+            "kl_scale": (None, "std"),
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
-                raise ValueError(f"algo.{name}={getattr(self, name)!r} is not one of {allowed}")
-        if self.loss_agg == "constant-norm" and not self.l_norm:
-            raise ValueError("algo.l_norm must be set (e.g. to max_new_tokens) when algo.loss_agg=constant-norm")
+                shown = tuple(a for a in allowed if a is not None)
+                raise ValueError(f"algo.{name}={getattr(self, name)!r} is not one of {shown}")
+        self.check_params()
+        self._check_ranges()
+
+    def _check_ranges(self) -> None:
+        if self.loss_agg == "constant-norm" and self.l_norm is not None and self.l_norm <= 0:
+            raise ValueError(f"algo.l_norm={self.l_norm} must be > 0 (e.g. max_new_tokens) for constant-norm (§4)")
         if self.dual_clip_c is not None and self.dual_clip_c <= 1:
             raise ValueError(f"algo.dual_clip_c={self.dual_clip_c} must be > 1 (spec §2), or null to disable")
         if self.top_entropy_rho is not None and not 0 <= self.top_entropy_rho <= 1:
@@ -154,24 +311,43 @@ class AlgoConfig:
             raise ValueError(f"algo.max_gen_rounds={self.max_gen_rounds} must be >= 1")
         if self.ds_oversample < 1:
             raise ValueError(f"algo.ds_oversample={self.ds_oversample} must be >= 1 (a factor on prompts_per_step)")
-        if self.eps_low < 0 or (self.eps_high is not None and self.eps_high < 0):
+        if (self.eps_low is not None and self.eps_low < 0) or (self.eps_high is not None and self.eps_high < 0):
             raise ValueError("algo.eps_low / algo.eps_high must be >= 0")
+        if self.is_c_max is not None and self.is_c_max <= 0:
+            raise ValueError(f"algo.is_c_max={self.is_c_max} must be > 0 (spec §10)")
 
     def params(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
 
-def call_with_params(fn: Callable[..., Any], *args: Any, params: dict[str, Any], **extra: Any) -> Any:
-    """Call `fn(*args, **kw)` with the entries of `params` that `fn`'s signature accepts (plus `extra`)."""
-    sig = inspect.signature(fn).parameters
-    kw = {k: v for k, v in params.items() if k in sig}
-    kw.update({k: v for k, v in extra.items() if k in sig})
-    return fn(*args, **kw)
+def _unused_message(key: str, value: Any, slots: list[str], comps: list[Component]) -> str:
+    chosen = {c.slot: c for c in comps}
+    regs = {s: r for s, r, _ in SLOTS}
+    parts = []
+    for slot in slots:
+        c = chosen.get(slot)
+        if c is None:
+            parts.append(f"no {slot} component is chosen")
+        else:
+            parts.append(f"{c} takes {', '.join(c.params) or 'no parameters'}")
+    owners = " and ".join(f"{slot} {', '.join(repr(n) for n in regs[slot].owners(key))}" for slot in slots)
+    valid = sorted({k for c in comps for k in c.params})
+    return (
+        f"algo.{key}={value!r} is not a parameter of the chosen components: {'; '.join(parts)}. "
+        f"{key} is a parameter of {owners}. Remove it (or set it to null) or choose a component that takes it. "
+        f"Valid component keys here: {', '.join(valid) or 'none'}"
+    )
 
 
 def compute_advantages(cfg: AlgoConfig, rewards: torch.Tensor, group_ids: torch.Tensor, **inputs: Any) -> torch.Tensor:
-    """Run the recipe's advantage estimator (registry lookup; `inputs` e.g. mask, values, token_rewards, valid)."""
-    return call_with_params(ADVANTAGES.get(cfg.advantage), rewards, group_ids, params=cfg.params(), **inputs)
+    """Run the recipe's advantage estimator with its declared parameters. `inputs` are tensors of the
+    estimators' fixed signature (mask, valid, values, token_rewards); each estimator gets those it takes."""
+    unknown = set(inputs) - set(ADVANTAGES.inputs)
+    if unknown:
+        raise TypeError(f"compute_advantages: unknown inputs {sorted(unknown)} (inputs: {ADVANTAGES.inputs})")
+    fn = ADVANTAGES.get(cfg.advantage)
+    takes = ADVANTAGES.takes(cfg.advantage)
+    return fn(rewards, group_ids, **{k: v for k, v in inputs.items() if k in takes}, **cfg.kwargs("advantage"))
 
 
 @dataclass
@@ -214,16 +390,15 @@ def compute_loss(
     mask = inputs.mask
     dens = denominators or loss_denominators(mask, inputs.positive)
     old = inputs.logp.detach() if inputs.old_logp is None else inputs.old_logp
-    params = cfg.params()
-    per_tok, pm = call_with_params(
-        POLICY_LOSSES.get(cfg.policy_loss), inputs.logp, old, inputs.advantages, mask, params=params
-    )
+    policy_loss = POLICY_LOSSES.get(cfg.policy_loss)
+    per_tok, pm = policy_loss(inputs.logp, old, inputs.advantages, mask, **cfg.kwargs("policy_loss"))
     metrics: dict[str, float] = {f"actor/{k}": v for k, v in pm.items()}
 
     if cfg.is_correction and inputs.samp_logp is not None:
-        w = call_with_params(is_weights, old, inputs.samp_logp, mask, params=params, mode=cfg.is_correction)
+        is_kw = cfg.kwargs("is_correction")
+        w = IS_CORRECTIONS.get(cfg.is_correction)(old, inputs.samp_logp, mask, **is_kw)
         per_tok = per_tok * w
-        stats = mismatch_stats(old, inputs.samp_logp, mask, cfg.is_c_max, weights=w)
+        stats = mismatch_stats(old, inputs.samp_logp, mask, is_kw.get("is_c_max"), weights=w)
         metrics.update({f"mismatch/{k}": v for k, v in stats.items()})
     if inputs.keep is not None:
         per_tok = per_tok * inputs.keep

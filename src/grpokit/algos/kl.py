@@ -80,7 +80,11 @@ def centered_sequence_kl(
     kl_scale: str | None = None,
 ) -> torch.Tensor:
     """T1 on-policy KL normalisation (spec §12 [X]): KL_i - mean(KL) over the batch (or the group),
-    optionally divided by the std. Total advantage A_i - beta * this."""
+    optionally divided by the std. Total advantage A_i - beta * this.
+    Parameters (spec §12 [X] defaults): kl_center "batch" ("group" centres per group), kl_scale None (off) or
+    "std". Bound as the `kl_placement` component of a recipe with algo.kl_placement=reward_centered."""
+    if kl_scale not in (None, "std"):
+        raise ValueError(f"kl_scale={kl_scale!r} must be 'std' or None (spec §12)")
     kl = sequence_kl(old_logp, ref_logp, mask).to(torch.float64)
     if kl_center == "batch":
         centred = kl - kl.mean()

@@ -1,10 +1,12 @@
 """Policy losses (spec §2, §6, §7, §8, §9, §14).
 
-Every loss has the signature `(logp, old_logp, advantages, mask, **params) -> (per_token_loss[N,T], metrics)`:
+Every loss has the signature `(logp, old_logp, advantages, mask, *, <params>) -> (per_token_loss[N,T], metrics)`:
 `logp` carries the gradient, `old_logp` is pi_old (detached), advantages are [N] or [N,T], mask is 0/1.
 Per-token losses are 0 at masked positions; sequence-level losses (GSPO, GMPO) are broadcast to the sequence's
 valid tokens, so that seq-mean-token-mean aggregation gives their seq-mean value and gradient exactly (§7).
 Metrics are floats, token-means over the valid tokens of this call (clip fractions as in §17.4).
+The keyword-only arguments are the loss's declared hyper-parameters (defaults from its paper, spec section in
+each docstring); `generator` (Clip-Cov) is an input, not a parameter.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ def ppo_clip_loss(
     two-sided `delta` bound is set (INTELLECT-2 / TRL `delta`, must exceed 1+eps_high), else r' = r.
     Dual-clip (c > 1): for A < 0, l = min(l, -c A). eps_high defaults to eps_low (symmetric clip).
     Zero-gradient regions: A>0 & r>1+eps_high; A<0 & r<1-eps_low; dual: A<0 & r>c; A = 0.
+    Parameters (spec §2 defaults): eps_low 0.2 (PPO paper, verl, TRL); eps_high None = eps_low (DAPO's
+    clip-higher uses 0.28, §5); dual_clip_c None = off (verl's clip_ratio_c is 3.0); delta None = off.
     """
     eps_high = eps_low if eps_high is None else eps_high
     if dual_clip_c is not None and dual_clip_c <= 1.0:
@@ -107,7 +111,8 @@ def gspo_loss(
     """GSPO (spec §7): s_i = exp(mean_t m (logp - old_logp)), l_i = max(-A_i s_i, -A_i clip(s_i, 1-eps_low,
     1+eps_high)). Broadcast to tokens; aggregate with seq-mean-token-mean (= seq-mean, §1.5).
     log s_i is clamped to <= 10 (verl); sequences with L_i = 0 are excluded (spec [X]).
-    [N,T] advantages are reduced to [N] by their masked token mean. eps_high=None means eps_high = eps_low."""
+    [N,T] advantages are reduced to [N] by their masked token mean. eps_high=None means eps_high = eps_low.
+    Parameters (spec §7 defaults, the paper's): eps_low 3e-4, eps_high 4e-4."""
     eps_high = eps_low if eps_high is None else eps_high
     a = sequence_advantages(advantages, mask).to(logp.dtype)
     length = _seq_len(mask)
@@ -140,7 +145,8 @@ def gspo_token_loss(
 ) -> tuple[torch.Tensor, Metrics]:
     """GSPO-token (spec §7): log s_{i,t} = logp_t - sg(logp_t) + sg(log s_i); token-level advantages allowed.
     l_{i,t} = max(-A_{i,t} s_{i,t}, -A_{i,t} clip(s_{i,t})). With A_{i,t} = A_i it equals GSPO in value and
-    gradient under seq-mean-token-mean aggregation. eps_high=None means eps_high = eps_low."""
+    gradient under seq-mean-token-mean aggregation. eps_high=None means eps_high = eps_low.
+    Parameters (spec §7 defaults, the paper's): eps_low 3e-4, eps_high 4e-4."""
     eps_high = eps_low if eps_high is None else eps_high
     a = broadcast_advantages(advantages, mask).to(logp.dtype)
     length = _seq_len(mask)
@@ -169,7 +175,9 @@ def gmpo_loss(
 ) -> tuple[torch.Tensor, Metrics]:
     """GMPO (spec §8), log-space form: d = logp - old_logp; d' = min(d, c_high) if A>0, max(d, -c_low) if A<0;
     s_bar_i = exp(sum_t m d' / L_i); l_i = -A_i s_bar_i (broadcast to tokens, seq-mean aggregation).
-    Clipping is per token and sign-aware, before the geometric mean; clipped tokens get zero gradient."""
+    Clipping is per token and sign-aware, before the geometric mean; clipped tokens get zero gradient.
+    Parameters (spec §8 defaults): clip_c 0.4 (the GMPO repo and verl), clip_c_low / clip_c_high None = clip_c
+    (c_low, c_high of the log-space form)."""
     c_lo = clip_c if clip_c_low is None else clip_c_low
     c_hi = clip_c if clip_c_high is None else clip_c_high
     a = sequence_advantages(advantages, mask).to(logp.dtype)
@@ -207,6 +215,8 @@ def cispo_loss(
     no lower clip when cispo_eps_low is None (the paper's setting).
     `"absolute"` (TRL/ScaleRL): r_hat = min(r, cispo_cap).
     The loss *value* contains logp and is not comparable with PPO-family losses; compare gradients.
+    Parameters (spec §9 defaults): cispo_cap_mode "relative", cispo_eps_low None (the paper: no lower clip),
+    cispo_eps_high 0.2 (verl's example: cap 1.2), cispo_cap 5.0 (TRL/ScaleRL, absolute mode).
     """
     a = broadcast_advantages(advantages, mask).to(logp.dtype)
     with torch.no_grad():
@@ -248,7 +258,9 @@ def clip_cov_loss(
     """Clip-Cov (spec §14.1): among valid tokens with lb < Cov < ub not already PPO-clipped, draw
     n = max(floor(ratio * sum m), 1) uniformly without replacement and detach them (loss * 0); other tokens
     use the PPO clipped loss. Selection is local to the tokens of this call (micro-batch, as the reference).
-    eps_high=None means eps_high = eps_low."""
+    eps_high=None means eps_high = eps_low.
+    Parameters (spec §14.1 defaults): eps_low = eps_high = 1.0 (the paper's scripts: almost no ordinary
+    clipping), clip_cov_ratio 2e-4, clip_cov_lb 1.0, clip_cov_ub 5.0."""
     eps_high = eps_low if eps_high is None else eps_high
     a = broadcast_advantages(advantages, mask).to(logp.dtype)
     r, _ = _ratio(logp, old_logp)
@@ -283,7 +295,9 @@ def kl_cov_loss(
     kl_cov_coef: float = 1.0,
 ) -> tuple[torch.Tensor, Metrics]:
     """KL-Cov (spec §14.1): top-k valid tokens by Cov (k = max(floor(ratio * sum m), 1), ratio a *fraction*
-    as in the verl port, §19) get l = -A r + coef |logp - old_logp|; all others l = -A r (no clipping)."""
+    as in the verl port, §19) get l = -A r + coef |logp - old_logp|; all others l = -A r (no clipping).
+    Parameters (spec §14.1 defaults): kl_cov_ratio 2e-4 (verl port; the paper's 7B runs use 2e-3),
+    kl_cov_coef 1.0."""
     a = broadcast_advantages(advantages, mask).to(logp.dtype)
     r, log_ratio = _ratio(logp, old_logp)
     cov = covariance_score(logp, advantages, mask)
