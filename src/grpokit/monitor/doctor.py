@@ -127,7 +127,7 @@ def _no_update(row: dict[str, Any]) -> str | None:
         v = _finite(row.get(k))
         if v is not None:
             if v >= 1 - 1e-9:
-                return "every group had equal rewards (zero advantage)"
+                return "every group had equal rewards, so every advantage was 0"
             break
     g, loss = _finite(row.get("train/grad_norm")), _finite(row.get("actor/loss"))
     if g == 0.0 and (loss is None or loss == 0.0):
