@@ -17,6 +17,7 @@ the worker is started with `spawn` (then only module-level functions work).
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import os
 import shutil
@@ -40,6 +41,7 @@ from .sandbox import (
 )
 from .signature import CallContext
 
+log = logging.getLogger(__name__)
 WORKDIR_PREFIX = "grpokit-reward-"  # the worker's private directory, and its cgroups, are named after it
 
 
@@ -196,13 +198,16 @@ def _stop(slot: list[_Worker | None]) -> None:
 
 
 def _death_reason(worker: _Worker, limits: SandboxLimits | None, cpu_s: float) -> tuple[type[Exception], str]:
+    """The exception to raise for a worker that died during a call, naming the limit that killed it if any."""
     code = worker.proc.exitcode
-    if limits is not None and code == -signal.SIGKILL and cgroups.oom_kills(os.path.basename(worker.workdir)):
-        return RewardCallLimit, f"memory: its processes used more than {limits.memory_mb} MiB and were killed"
-    if limits is not None and code == -signal.SIGXCPU:
-        return RewardCallLimit, f"cpu time: used more than {cpu_s:g} CPU seconds in one call; the worker was killed"
-    if code == -signal.SIGXFSZ:
-        return RewardCallLimit, "file size: wrote past the file-size limit; the worker was killed"
+    signum = -code if code is not None and code < 0 else None
+    if limits is not None and signum is not None:
+        if signum == getattr(signal, "SIGKILL", None) and cgroups.oom_kills(os.path.basename(worker.workdir)):
+            return RewardCallLimit, f"memory: its processes used more than {limits.memory_mb} MiB and were killed"
+        if signum == getattr(signal, "SIGXCPU", None):
+            return RewardCallLimit, f"cpu time: used more than {cpu_s:g} CPU seconds in one call; the worker was killed"
+        if signum == getattr(signal, "SIGXFSZ", None):
+            return RewardCallLimit, "file size: wrote past the file-size limit; the worker was killed"
     return RewardCallError, f"the reward worker process died (exit code {code}) during the call"
 
 
@@ -223,6 +228,9 @@ class ProcessRunner:
         methods = mp.get_all_start_methods()
         self._ctx = mp.get_context("fork" if "fork" in methods else "spawn")
         self._functions = dict(functions)
+        if sandbox is not None and not hasattr(os, "fork"):  # Windows: no rlimits, namespaces or Landlock
+            log.warning("the reward sandbox needs a POSIX system; reward workers run unconfined here")
+            sandbox = None
         self.sandbox = sandbox
         self.cpu_s = float(sandbox.cpu_s if sandbox is not None and sandbox.cpu_s is not None else cpu_s)
         self._slot: list[_Worker | None] = [None]

@@ -40,12 +40,16 @@ import errno
 import math
 import os
 import re
-import resource
 import signal
 import sys
 import tempfile
 from dataclasses import dataclass, field
 from typing import Any
+
+try:
+    import resource
+except ImportError:  # Windows: no sandbox (ProcessRunner runs the worker unconfined there)
+    resource = None  # type: ignore[assignment]
 
 from . import cgroups, landlock, linux
 
@@ -100,12 +104,18 @@ def _die_with_forker() -> None:
         os._exit(0)
 
 
-def _set(limit: int, value: int) -> None:
+def _set(limit: int, value: int) -> bool:
+    """Set soft = hard = `value` (or keep a lower existing hard limit); False where the OS refuses the limit."""
     try:
         resource.setrlimit(limit, (value, value))
+        return True
     except (ValueError, OSError):  # above an existing hard limit: keep that lower one
-        soft, hard = resource.getrlimit(limit)
-        resource.setrlimit(limit, (min(value, hard), hard))
+        try:
+            soft, hard = resource.getrlimit(limit)
+            resource.setrlimit(limit, (min(value, hard), hard))
+            return True
+        except (ValueError, OSError):  # e.g. RLIMIT_AS on macOS
+            return False
 
 
 def _close_inherited_fds(keep: set[int]) -> None:
@@ -211,8 +221,10 @@ def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds
     if limits.network:
         enforced["network"] = "allowed"
     base = linux.vm_size()
-    _set(resource.RLIMIT_AS, base + limits.memory_mb * MIB)
-    enforced["memory"] = f"RLIMIT_AS {limits.memory_mb} MiB over the worker's start"
+    if _set(resource.RLIMIT_AS, base + limits.memory_mb * MIB):
+        enforced["memory"] = f"RLIMIT_AS {limits.memory_mb} MiB over the worker's start"
+    else:
+        enforced["memory"] = "not enforced (the OS refused RLIMIT_AS)"
     _set(resource.RLIMIT_NOFILE, max(limits.max_open_files, max(keep_fds | {2}) + 1))
     _set(resource.RLIMIT_FSIZE, limits.max_file_mb * MIB)
     _set(resource.RLIMIT_CORE, 0)
