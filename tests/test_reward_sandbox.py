@@ -422,3 +422,25 @@ def test_secret_looking_environment_variables_do_not_reach_the_reward(monkeypatc
         assert m.score(["x"], [EX]).rewards == [10.0]
     with RewardManager([(peek, 1.0)], sandbox=SandboxLimits(memory_mb=512, network=True)) as m:
         assert m.score(["x"], [EX]).rewards == [11.0]  # a reward allowed the network keeps its credentials
+
+
+def test_garbage_written_to_the_pipe_is_never_unpickled_by_the_trainer(tmp_path: Path) -> None:
+    """A reward can write to its end of the pipe; the trainer reads JSON only, so a crafted pickle (which would
+    run a command in the trainer, outside the sandbox) is rejected as an unreadable reply."""
+    marker = tmp_path / "pwned"
+    payload = f"cos\nsystem\n(S'touch {marker}'\ntR.".encode()  # a pickle that calls os.system when loaded
+
+    def forge(completions, examples):
+        import struct
+
+        for fd in map(int, os.listdir("/proc/self/fd")):
+            try:
+                if fd > 2 and os.readlink(f"/proc/self/fd/{fd}").startswith(("socket:", "pipe:")):
+                    os.write(fd, struct.pack("!i", len(payload)) + payload)
+            except OSError:  # the listing's own descriptor, gone by now
+                pass
+        return [1.0]
+
+    failure = _only_failure(_score_one(forge)[0])
+    assert failure.kind == "exception" and "unreadable reply (not a JSON reply" in failure.message
+    assert not marker.exists()

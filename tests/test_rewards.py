@@ -59,6 +59,16 @@ def interrupt_on_bad(completions, examples):
     return [1.0] * len(completions)
 
 
+def str_on_bad(completions, examples):
+    return ["bad" if "bad" in c else 1.0 for c in completions]
+
+
+def dict_on_bad(completions, examples):
+    if any("bad" in c for c in completions):
+        return {"score": 1.0}
+    return [1.0] * len(completions)
+
+
 def skips_bad(completions, examples):
     return [1.0 for c in completions if "bad" not in c]
 
@@ -229,6 +239,8 @@ def test_weighted_sum_of_two_rewards(user_module: str) -> None:
         ("inf_on_bad", "nan", "returned inf"),
         ("huge_on_bad", "nan", "returned 1e+30, outside +-1e+06"),
         ("interrupt_on_bad", "exception", "the reward raised KeyboardInterrupt (at "),
+        ("str_on_bad", "exception", "returned str 'bad', expected a float"),
+        ("dict_on_bad", "wrong_count", "returned a dict instead of a list for 1 completion"),
         ("skips_bad", "wrong_count", "returned 0 values for 1 completion"),
         ("hangs_on_bad", "timeout", "no result after 1 s"),
         ("dies_on_bad", "exception", "worker process died (exit code"),

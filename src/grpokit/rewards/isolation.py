@@ -30,7 +30,7 @@ from multiprocessing.util import Finalize
 from typing import Any
 
 from ..data.example import Example
-from . import cgroups
+from . import cgroups, wire
 from .sandbox import (
     CPU_BUDGET_CALLS,
     SandboxLimits,
@@ -132,22 +132,27 @@ def _serve(
             start_cpu_budget(limits.cpu_budget_s or CPU_BUDGET_CALLS * cpu_s)
         except Exception as e:
             why = describe_exception(e)
-            conn.send(("broken", 0, f"the reward sandbox could not be set up ({why}); sandbox=None skips it"))
+            conn.send_bytes(
+                wire.encode("broken", 0, f"the reward sandbox could not be set up ({why}); sandbox=None skips it")
+            )
             return
-        conn.send(("ready", 0, enforced))
+        conn.send_bytes(wire.encode("ready", 0, enforced))
     while True:
         try:
             seq, key, completions, examples, context = conn.recv()
         except (EOFError, OSError):
             return  # the trainer closed the pipe or died
         if limits is not None and not set_call_cpu_limit(cpu_s):
-            conn.send(("recycle", seq, None))
+            conn.send_bytes(wire.encode("recycle", seq, None))
             return
         status, payload = _run_one(functions[key], (completions, examples, context), limits)
+        if status == "ok":
+            payload = wire.values_to_wire(payload)
         try:
-            conn.send((status, seq, payload))
-        except Exception as e:  # unpicklable return value
-            conn.send(("err", seq, f"its return value could not be sent back: {describe_exception(e)}"))
+            reply = wire.encode(status, seq, payload)
+        except (TypeError, ValueError) as e:
+            reply = wire.encode("err", seq, f"its return value could not be sent back: {describe_exception(e)}")
+        conn.send_bytes(reply)
 
 
 class _Worker:
@@ -268,11 +273,17 @@ class ProcessRunner:
         while worker.enforced is None:
             if not worker.conn.poll(timeout):
                 raise RewardCallError("the reward worker did not report its sandbox")
-            self._handle(worker, *worker.conn.recv())
+            try:
+                self._handle(worker, *wire.decode(worker.conn))
+            except wire.BadReply as e:
+                self.kill()
+                raise RewardCallError(f"the reward worker sent an unreadable reply ({e})") from e
         return worker.enforced
 
     def _handle(self, worker: _Worker, status: str, seq: int, payload: Any) -> None:
         if status == "ready":
+            if not isinstance(payload, dict) or not all(isinstance(v, str) for v in payload.values()):
+                raise wire.BadReply("a sandbox report that is not a mapping of strings")
             worker.enforced = payload
         elif status == "broken":
             self.kill()
@@ -311,7 +322,14 @@ class ProcessRunner:
                 break
             self.kill()
         if status == "ok":
-            return payload
+            try:
+                return wire.values_from_wire(payload)
+            except wire.BadReply as e:
+                self.kill()
+                raise RewardCallError(f"the reward worker sent an unreadable reply ({e})") from e
+        if not isinstance(payload, str):
+            self.kill()
+            raise RewardCallError(f"the reward worker sent an unreadable {status!r} reply")
         if status == "recycle":
             raise RewardCallError(
                 "a fresh reward worker could not grant one call's CPU time (sandbox cpu_s too small?)"
@@ -329,12 +347,15 @@ class ProcessRunner:
                 if not worker.conn.poll(timeout):
                     self.kill()
                     raise RewardCallTimeout(f"no result after {timeout:g} s; the worker process was killed")
-                status, seq, payload = worker.conn.recv()
+                status, seq, payload = wire.decode(worker.conn)
                 self._handle(worker, status, seq, payload)
                 if seq == self._seq:
                     return status, payload
         except (RewardCallTimeout, RewardCallError):
             raise
+        except wire.BadReply as e:  # garbage on the pipe: never trusted, the worker is replaced
+            self.kill()
+            raise RewardCallError(f"the reward worker sent an unreadable reply ({e})") from e
         except (EOFError, ConnectionError, OSError) as e:
             worker.proc.join(timeout=1)
             kind, reason = _death_reason(worker, self.sandbox, self.cpu_s)

@@ -44,6 +44,7 @@ from .result import (
 )
 from .sandbox import SandboxLimits
 from .signature import AdaptedReward, CallContext, adapt
+from .wire import InvalidValue, NotAList
 
 log = logging.getLogger(__name__)
 ISOLATION_MODES = ("auto", "process", "inline")
@@ -82,6 +83,8 @@ def check_value(value: Any, max_abs: float = MAX_ABS_VALUE) -> tuple[float | Non
     """(float value, or None when not applicable; failure kind or None; message) for one returned value."""
     if value is None:
         return None, None, ""
+    if isinstance(value, InvalidValue):  # checked in the worker already, where the value itself lives
+        return math.nan, "exception", f"returned {value.description}, expected a float"
     if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
         return math.nan, "exception", f"returned {type(value).__name__} {repr(value)[:60]}, expected a float"
     try:
@@ -325,4 +328,7 @@ class RewardManager:
 
 
 def _count(out: Any) -> str:
-    return f"{len(out)} values" if isinstance(out, list) else f"a {type(out).__name__} instead of a list"
+    if isinstance(out, list):
+        return f"{len(out)} values"
+    name = out.type_name if isinstance(out, NotAList) else type(out).__name__
+    return f"a {name} instead of a list"
