@@ -1,11 +1,13 @@
 """Running one reward call: in-process, or in a long-lived sandboxed worker process killed when a call hangs.
 
 `InlineRunner` calls the function directly (no timeout; for the bounded built-ins). `ProcessRunner` keeps
-one forked worker process per `RewardManager`; a call is one pickled message over a pipe (about 0.1-0.3 ms
-for 32 completions), the parent waits with `poll(timeout)`, and on timeout kills the worker's whole process
-group (SIGKILL) and forks a fresh one on the next call. The worker inherits the parent's loaded reward
-functions and imported modules, so it starts in milliseconds; it is forked when the `RewardManager` is
-built, ideally before the trainer starts threads (Python 3.12+ warns about forking threaded processes).
+one forked worker process per `RewardManager`; a call is one pickled message over a pipe and one JSON reply
+(`wire.py`: the trainer never unpickles what the worker sends; about 0.2-0.4 ms for 32 completions), the
+parent waits with `poll(timeout)`, and on timeout kills the worker's whole process group (SIGKILL) and forks
+a fresh one on the next call. The worker inherits the parent's loaded reward functions and imported modules,
+so it starts in milliseconds; it is forked when the `RewardManager` is built, ideally before the trainer
+starts threads (Python 3.12+ warns about forking threaded processes), and from the thread that will call it
+(the kernel's parent-death signal follows the thread that forked the worker).
 
 Unless `sandbox=None`, the worker confines itself first (`sandbox.py`: no network, memory/CPU/file/process
 limits, writes only in a private temporary directory the parent creates and removes, killed with its parent)
