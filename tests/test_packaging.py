@@ -4,8 +4,9 @@ the demo crashed with ModuleNotFoundError: matplotlib without the `report` extra
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 

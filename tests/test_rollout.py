@@ -9,7 +9,7 @@ from grpokit.data import get_task, render_prompt
 from grpokit.learner import completion_forward
 from grpokit.models import load_model_and_tokenizer
 from grpokit.rollout import SamplingParams, make_engine
-from grpokit.rollout.sampler import process_logits
+from grpokit.rollout.hf import process_logits
 
 
 def _prompts(tok) -> list[list[int]]:

@@ -131,7 +131,7 @@ def test_dynamic_sampling_shortfall_is_an_error_naming_the_fix_and_partial_is_op
     """Spec §5 / verl: a batch that cannot be filled in max_gen_rounds is an error by default; the message says
     the model fails every prompt (all-zero reward) and names the fixes. `ds_shortfall=partial` opts in to
     training on short batches, flagged `sampling/short_batch`. Rounds sample ceil(ds_oversample x P) prompts."""
-    from grpokit.sampling import DynamicSamplingError
+    from grpokit.phases.filter import DynamicSamplingError
 
     common = [*TINY, "train.steps=1", "reward.functions=[toy_rewards:always_zero]", "algo.max_gen_rounds=2"]
     cfg = build_config("dapo", overrides=common)

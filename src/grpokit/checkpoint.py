@@ -51,8 +51,10 @@ def save_checkpoint(
     scheduler: Any,
     state: dict[str, Any],
     keep: int = 2,
+    extra: dict[str, Any] | None = None,
 ) -> Path:
-    """Write checkpoint `step` atomically; returns its directory."""
+    """Write checkpoint `step` atomically; returns its directory. `extra` holds further state dicts (e.g. the
+    critic's optimizer), restored by name with `load_checkpoint(..., extra=...)`."""
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-step_{step}"
@@ -62,7 +64,12 @@ def save_checkpoint(
     for name, mod in modules.items():
         save_model(mod, str(tmp / f"{name}.safetensors"))
     torch.save(
-        {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "rng": rng_state()},
+        {
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "rng": rng_state(),
+            "extra": {k: v.state_dict() for k, v in (extra or {}).items()},
+        },
         tmp / "trainer_state.pt",
     )
     (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=1))
@@ -94,8 +101,9 @@ def load_checkpoint(
     modules: dict[str, torch.nn.Module],
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Restore modules, optimizer, scheduler and RNG states from `path`; returns state.json."""
+    """Restore modules, optimizer, scheduler, `extra` state dicts and RNG states from `path`; returns state.json."""
     try:
         state = json.loads((path / "state.json").read_text())
         for name, mod in modules.items():
@@ -114,5 +122,9 @@ def load_checkpoint(
         ) from e
     optimizer.load_state_dict(ts["optimizer"])
     scheduler.load_state_dict(ts["scheduler"])
+    for name, obj in (extra or {}).items():
+        if name not in ts.get("extra", {}):
+            raise CheckpointError(f"checkpoint {path} has no state for {name!r}")
+        obj.load_state_dict(ts["extra"][name])
     set_rng_state(ts["rng"])
     return state

@@ -91,7 +91,8 @@ def _new_run_dir(cfg: Any, name: str | None) -> Path:
 
 def _run_training(cfg: Any, run_dir: Path, resume: bool, eval_samples: int) -> dict[str, Any]:
     from .console import Display
-    from .trainer import Trainer, fit
+    from .loop import fit
+    from .trainer import Trainer
 
     display = Display(cfg.train.steps)
     display.message(f"grpokit: recipe {cfg.recipe}, task {cfg.data.task}, model {cfg.model.name}, run {run_dir}")
@@ -140,18 +141,18 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     from .config import build_config
-    from .trainer import Trainer
+    from .evaluation import evaluate
+    from .session import open_session
 
     overrides = list(args.set or []) + ["train.steps=0", f"rollout.eval_temperature={args.temperature}"]
     cfg = build_config(
         "grpo", overrides=overrides, **{"data.task": args.task, "model.name": args.model, "data.eval_size": args.n}
     )
-    cfg.algo.kl_coef = 0.0
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer(cfg, Path(tmp))
-        res = trainer.evaluate(args.samples)
+    session = open_session(cfg)
+    try:
+        res = evaluate(session, args.samples, seed=cfg.train.seed + 7919)
+    finally:
+        session.close()
     res = {k: v for k, v in res.items() if not k.startswith("time/")}
     if args.json:
         print(json.dumps(res))
@@ -279,8 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     from .checkpoint import CheckpointError
     from .config import ConfigError
     from .models import ModelSpecError
+    from .phases.filter import DynamicSamplingError
     from .rewards import RewardFailureError
-    from .sampling import DynamicSamplingError
 
     args = build_parser().parse_args(argv)
     _quiet_libraries()

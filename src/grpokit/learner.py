@@ -10,24 +10,6 @@ from .algos.entropy import logprobs_and_entropy
 from .prefix import decoder_and_head, positions, shared_prefix_hidden
 
 
-class ValueHead(nn.Module):
-    """Critic: a linear value head on the policy's last hidden state (features detached, so the value loss
-    never moves the policy). V(s_t) is read at the position that predicts token t."""
-
-    def __init__(self, hidden_size: int) -> None:
-        super().__init__()
-        self.proj = nn.Linear(hidden_size, 1)
-        nn.init.zeros_(self.proj.weight)
-        nn.init.zeros_(self.proj.bias)
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.proj(hidden.detach().float()).squeeze(-1)
-
-
-def hidden_size(model: nn.Module) -> int:
-    return int(model.config.hidden_size)
-
-
 def completion_forward(
     model: nn.Module,
     prompt_ids: torch.Tensor,
@@ -36,12 +18,15 @@ def completion_forward(
     completion_mask: torch.Tensor,
     *,
     temperature: float = 1.0,
-    value_head: ValueHead | None = None,
     with_entropy: bool = True,
     chunk_size: int = 1024,
     shared_prefix: bool = True,
+    return_hidden: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(logp [n,T], entropy [n,T], values [n,T] or None) of the completion tokens, logits / temperature.
+    """(logp [n,T], entropy [n,T], hidden [n,T,D] or None) of the completion tokens, logits / temperature.
+
+    With `return_hidden` the third element is the last hidden states that predict each completion token (what a
+    critic head reads, `grpokit.critic`), else None.
 
     Common left padding of the prompts and right padding of the completions is trimmed first. Position ids
     follow the attention mask, as in `generate`, so left padding does not shift positions. With `shared_prefix`
@@ -66,11 +51,11 @@ def completion_forward(
     logp, ent = logprobs_and_entropy(
         h, c_ids.to(device), temperature=temperature, head=head, chunk_size=chunk_size, with_entropy=with_entropy
     )
-    values = value_head(h) if value_head is not None else None
+    third = h if return_hidden else None
 
     def pad(x: torch.Tensor | None) -> torch.Tensor | None:
         if x is None or t_used == t_full:
             return x
-        return torch.cat([x, torch.zeros(n, t_full - t_used, dtype=x.dtype, device=x.device)], 1)
+        return torch.cat([x, x.new_zeros((n, t_full - t_used, *x.shape[2:]))], 1)
 
-    return pad(logp), pad(ent), pad(values)
+    return pad(logp), pad(ent), pad(third)

@@ -21,7 +21,6 @@ import argparse
 import json
 import math
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -126,60 +125,60 @@ def _sample_indices(n_total: int, n_prompts: int, seed: int) -> list[int]:
     return perm[: min(n_prompts, n_total)]
 
 
-def _entropy_pass(trainer: Any, out: Any) -> tuple[torch.Tensor, float]:
+def _entropy_pass(session: Any, out: Any) -> tuple[torch.Tensor, float]:
     """Token entropies of all sampled completion tokens (full distribution, at the sampling temperature)."""
     from .learner import completion_forward
 
     ents, n = [], out.completion_ids.shape[0]
     t0 = time.perf_counter()
-    mbs = trainer.cfg.train.micro_batch_size
+    mbs = session.cfg.train.micro_batch_size
     with torch.no_grad():
         for s in range(0, n, mbs):
             idx = slice(s, min(n, s + mbs))
-            with trainer._autocast():
+            with session.autocast():
                 _, ent, _ = completion_forward(
-                    trainer.model,
+                    session.model,
                     out.prompt_ids[idx],
                     out.prompt_mask[idx],
                     out.completion_ids[idx],
                     out.completion_mask[idx],
-                    temperature=trainer.cfg.rollout.temperature,
+                    temperature=session.cfg.rollout.temperature,
                 )
             ents.append(ent.float().cpu()[out.completion_mask[idx].bool()])
     return torch.cat(ents) if ents else torch.zeros(0), time.perf_counter() - t0
 
 
-def _fwd_bwd(trainer: Any, out: Any, idx: torch.Tensor) -> float:
+def _fwd_bwd(session: Any, out: Any, idx: torch.Tensor) -> float:
     from .learner import completion_forward
 
     t0 = time.perf_counter()
-    with trainer._autocast():
+    with session.autocast():
         logp, _, _ = completion_forward(
-            trainer.model,
+            session.model,
             out.prompt_ids[idx],
             out.prompt_mask[idx],
             out.completion_ids[idx],
             out.completion_mask[idx],
-            temperature=trainer.cfg.rollout.temperature,
+            temperature=session.cfg.rollout.temperature,
         )
     mask = out.completion_mask[idx].to(logp.device).float()
     loss = -(logp.float() * mask).sum() / mask.sum().clamp(min=1)
     loss.backward()
     seconds = time.perf_counter() - t0
-    trainer.model.zero_grad(set_to_none=True)
+    session.model.zero_grad(set_to_none=True)
     return seconds
 
 
-def _time_fwd_bwd(trainer: Any, out: Any) -> tuple[float, int]:
+def _time_fwd_bwd(session: Any, out: Any) -> tuple[float, int]:
     """Seconds of one forward+backward of a training-shaped micro-batch (no optimizer step), and its size.
 
     The micro-batch is the first `train.micro_batch_size` samples (whole groups, as in training), timed after a
     2-sample warm-up (the first backward pays one-off allocation costs).
     """
-    n = min(trainer.cfg.train.micro_batch_size, out.completion_ids.shape[0])
-    trainer.model.train()
-    _fwd_bwd(trainer, out, torch.arange(min(2, n)))
-    return _fwd_bwd(trainer, out, torch.arange(n)), n
+    n = min(session.cfg.train.micro_batch_size, out.completion_ids.shape[0])
+    session.model.train()
+    _fwd_bwd(session, out, torch.arange(min(2, n)))
+    return _fwd_bwd(session, out, torch.arange(n)), n
 
 
 def _step_cost(cfg: Any, t: dict[str, float], n_sampled: int, zv: float, fb_n: int) -> dict[str, Any]:
@@ -214,32 +213,29 @@ def _step_cost(cfg: Any, t: dict[str, float], n_sampled: int, zv: float, fb_n: i
 
 def run_preflight(cfg: Any, n_prompts: int = 32, out_dir: str | Path | None = None) -> dict[str, Any]:
     """Sample, score and time the starting model; returns the report (also written to out_dir if given)."""
-    from .trainer import Trainer
+    from .session import open_session
 
-    with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer(cfg, Path(tmp) / "run")
-        try:
-            report = _measure(trainer, n_prompts)
-        finally:
-            trainer.rewards.close()
-            if trainer.log is not None:
-                trainer.log.close()
+    session = open_session(cfg)
+    try:
+        report = _measure(session, n_prompts)
+    finally:
+        session.close()
     if out_dir is not None:
         write_outputs(report, out_dir)
     return report
 
 
-def _measure(trainer: Any, n_prompts: int) -> dict[str, Any]:
-    cfg = trainer.cfg
+def _measure(session: Any, n_prompts: int) -> dict[str, Any]:
+    cfg = session.cfg
     g = cfg.rollout.group_size
-    idx = _sample_indices(len(trainer.train_examples), n_prompts, cfg.train.seed)
-    examples = [trainer.train_examples[i] for i in idx]
+    idx = _sample_indices(len(session.data.train), n_prompts, cfg.train.seed)
+    examples = [session.data.train[i] for i in idx]
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    out = trainer.engine.generate([trainer.prompt_tokens[i] for i in idx], trainer.sampling_params())
+    out = session.engine.generate([session.data.train_tokens[i] for i in idx], session.sampling_params())
     timings["generate"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    res = trainer.rewards.score(out.texts, [examples[int(i)] for i in out.prompt_index])
+    res = session.rewards.score(out.texts, [examples[int(i)] for i in out.prompt_index])
     timings["score"] = time.perf_counter() - t0
     acc = torch.tensor(res.accuracy, dtype=torch.float64).nan_to_num(0.0)
     rewards = torch.tensor(res.rewards, dtype=torch.float64)
@@ -254,9 +250,9 @@ def _measure(trainer: Any, n_prompts: int) -> dict[str, Any]:
     table = {s: zero_variance(pass_rates, s) for s in sizes}
     rec_g = recommend_group_size(table)
 
-    ents, timings["forward"] = _entropy_pass(trainer, out)
-    timings["fwd_bwd"], fb_n = _time_fwd_bwd(trainer, out)
-    vocab = int(getattr(trainer.model.config, "vocab_size", 0) or len(trainer.tokenizer))
+    ents, timings["forward"] = _entropy_pass(session, out)
+    timings["fwd_bwd"], fb_n = _time_fwd_bwd(session, out)
+    vocab = int(getattr(session.model.config, "vocab_size", 0) or len(session.tokenizer))
     mean_ent = float(ents.mean()) if ents.numel() else math.nan
     verdict, advice = entropy_verdict(mean_ent, vocab)
 
@@ -276,8 +272,8 @@ def _measure(trainer: Any, n_prompts: int) -> dict[str, Any]:
             "max_new_tokens": cfg.rollout.max_new_tokens,
             "temperature": cfg.rollout.temperature,
             "prompts_per_step": cfg.rollout.prompts_per_step,
-            "device": trainer.device,
-            "precision": trainer.precision.name,
+            "device": session.device,
+            "precision": session.precision.name,
         },
         "pass_rates": {
             "mean": sum(pass_rates) / max(n, 1),
@@ -298,8 +294,8 @@ def _measure(trainer: Any, n_prompts: int) -> dict[str, Any]:
             "dropped_always": sum(p == 1.0 for p in pass_rates),
             "dropped_never": sum(p == 0.0 for p in pass_rates),
             "sampled": n,
-            "dataset_size": len(trainer.train_examples),
-            "note": f"only the {n} sampled prompts were scored (of {len(trainer.train_examples)}); "
+            "dataset_size": len(session.data.train),
+            "note": f"only the {n} sampled prompts were scored (of {len(session.data.train)}); "
             "sample more with --prompts to filter the whole dataset",
             "rows": kept,
         },

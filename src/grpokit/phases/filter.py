@@ -11,10 +11,10 @@ from collections.abc import Callable
 
 import torch
 
-from .algos.compose import AlgoConfig
-from .algos.shaping import group_keep_mask
-from .batch import Batch
-from .monitor.signals import zero_variance_signals
+from ..algos.compose import AlgoConfig
+from ..algos.shaping import group_keep_mask
+from ..batch import Batch
+from ..monitor.signals import zero_variance_signals
 
 Draw = Callable[[int], Batch]
 STRATEGIES: dict[str, Callable[[Draw, int, AlgoConfig], tuple[Batch, dict[str, float]]]] = {}

@@ -1,7 +1,8 @@
 """Rollout engine interface. An engine turns prompt token ids into G sampled completions per prompt, with the
 sampler's own log-probs (for TIS/MIS, spec §10) and EOS/truncation flags (spec §1.1).
 
-Engines: `hf` (transformers `generate`, default, any device) and, later, `vllm` on GPU machines; they register
+Engines: `hf` (grpokit's shared-prefix sampler, default, `hf.py`), `hf-generate` (transformers `generate`,
+`hf_generate.py`) and, later, `vllm`; they register
 in `ENGINES` and the trainer only talks to this interface.
 """
 

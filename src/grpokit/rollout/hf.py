@@ -13,7 +13,7 @@ import torch
 
 from ..prefix import decoder_and_head, positions, prefill
 from .base import RolloutOutput, SamplingParams, SharedModelEngine, register_engine
-from .hf import completion_mask_from_ids, left_pad
+from .hf_generate import completion_mask_from_ids, left_pad
 
 
 def process_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:

@@ -1,0 +1,160 @@
+"""The value model of the PPO family (spec §2, §11): its own module, optimizer, learning rate, gradient clip and
+schedule, so it learns at the rate a regression needs rather than the policy's.
+
+Kinds (`critic.kind`):
+* `head` — a linear value head on the policy's last hidden state, detached (the value loss never moves the
+  policy); the cheapest, a linear probe of the policy's features.
+* `mlp` — a two-layer MLP head on the same detached features.
+* `model` — a separate value model (VC-PPO / VAPO / verl style): a copy of the policy's transformer (or the
+  causal LM at `critic.model`) with a linear head, trained end to end.
+
+V(s_t) is read at the position that predicts token t. The output layer starts at zero (V = 0 everywhere), so
+advantages start as Monte-Carlo returns.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from .prefix import shared_prefix_hidden
+
+
+@dataclass
+class CriticConfig:
+    """`critic.*` keys. Pretraining stops at the first of: `pretrain_ev` reached on `pretrain_patience`
+    consecutive fresh batches (explained variance measured before the batch is trained on, so held out), or
+    `pretrain_max_steps` batches."""
+
+    kind: str = "head"  # head | mlp | model
+    model: str | None = None  # `kind=model`: a local causal-LM directory to initialise from (default: the policy)
+    lr: float = 1e-3
+    max_grad_norm: float = 1.0
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    mlp_hidden: int = 256
+    pretrain_max_steps: int = 0
+    pretrain_ev: float = 0.5
+    pretrain_patience: int = 2
+    pretrain_epochs: int = 4  # optimizer passes over each pretraining batch
+
+
+def _zero_last(layer: nn.Linear) -> nn.Linear:
+    nn.init.zeros_(layer.weight)
+    nn.init.zeros_(layer.bias)
+    return layer
+
+
+class Critic(nn.Module):
+    """V(s_t) for every completion position; `uses_policy_features` tells whether it reads the policy's hidden
+    states (head, mlp) or runs its own transformer (model)."""
+
+    def __init__(self, kind: str, hidden_size: int, *, mlp_hidden: int = 256, trunk: nn.Module | None = None):
+        super().__init__()
+        self.kind = kind
+        if kind == "head":
+            self.head = _zero_last(nn.Linear(hidden_size, 1))
+        elif kind == "mlp":
+            self.head = nn.Sequential(
+                nn.Linear(hidden_size, mlp_hidden), nn.GELU(), _zero_last(nn.Linear(mlp_hidden, 1))
+            )
+        elif kind == "model":
+            if trunk is None:
+                raise ValueError("critic.kind=model needs a transformer to start from")
+            self.trunk = trunk
+            self.head = _zero_last(nn.Linear(hidden_size, 1))
+        else:
+            raise ValueError(f"critic.kind={kind!r} is not one of ['head', 'mlp', 'model']")
+
+    @property
+    def uses_policy_features(self) -> bool:
+        return self.kind != "model"
+
+    def from_features(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Values [n,T] from the policy's last hidden states [n,T,H] (detached: no gradient reaches the policy)."""
+        return self.head(hidden.detach().float()).squeeze(-1)
+
+    def values(
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        completion_ids: torch.Tensor,
+        completion_mask: torch.Tensor,
+        policy_hidden: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Values [n,T] of a micro-batch; head kinds need `policy_hidden` from the policy's forward."""
+        if self.uses_policy_features:
+            if policy_hidden is None:
+                raise ValueError(f"critic.kind={self.kind} reads the policy's hidden states: pass policy_hidden")
+            return self.from_features(policy_hidden)
+        device = next(self.head.parameters()).device
+        n, t_full = completion_ids.shape
+        lead = int((prompt_mask.sum(0) == 0).long().cumprod(0).sum())
+        t_used = max(int(completion_mask.sum(1).max()) if n else 0, 1)
+        h = shared_prefix_hidden(
+            self.trunk,
+            prompt_ids[:, lead:].to(device),
+            prompt_mask[:, lead:].to(device),
+            completion_ids[:, :t_used].to(device),
+        )
+        v = self.head(h.float()).squeeze(-1)
+        if t_used < t_full:
+            v = torch.cat([v, v.new_zeros(n, t_full - t_used)], 1)
+        return v
+
+
+def build_critic(policy: nn.Module, cfg: CriticConfig, device: str | torch.device, load: Callable[..., Any]) -> Critic:
+    """The critic of `cfg.kind`; `load(path)` loads a causal LM for `kind=model` with `critic.model`."""
+    hidden = int(policy.config.hidden_size)
+    trunk = None
+    if cfg.kind == "model":
+        base = policy.get_base_model() if hasattr(policy, "get_base_model") else policy
+        trunk = load(cfg.model) if cfg.model else copy.deepcopy(base)
+        trunk.requires_grad_(True).train()
+        hidden = int(trunk.config.hidden_size)
+    return Critic(cfg.kind, hidden, mlp_hidden=cfg.mlp_hidden, trunk=trunk).to(device)
+
+
+class CriticOptimizer:
+    """AdamW over the critic's parameters with its own learning rate, gradient clip and linear warm-up."""
+
+    def __init__(self, critic: Critic, cfg: CriticConfig, betas: tuple[float, float] = (0.9, 0.999)) -> None:
+        self.cfg = cfg
+        self.params = [p for p in critic.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, betas=betas, weight_decay=cfg.weight_decay)
+        warm = max(cfg.warmup_steps, 0)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0
+        )
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def step(self) -> float:
+        """Clip, step (skipped on a non-finite gradient) and advance the schedule; returns the gradient norm."""
+        norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.max_grad_norm)
+        if torch.isfinite(norm):
+            self.optimizer.step()
+        self.scheduler.step()
+        return float(norm)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+
+
+def pretraining_done(history: list[float], cfg: CriticConfig) -> bool:
+    """Whether value pretraining stops: EV >= pretrain_ev on the last `pretrain_patience` batches, or the cap."""
+    if len(history) >= cfg.pretrain_max_steps:
+        return True
+    tail = history[-cfg.pretrain_patience :]
+    return len(tail) == cfg.pretrain_patience and all(math.isfinite(x) and x >= cfg.pretrain_ev for x in tail)

@@ -1,0 +1,82 @@
+"""A run's training and held-out examples, encoded once: what `data.*` in the config resolves to.
+
+Built-in tasks have their own seeded disjoint splits. A single data file gets a seeded held-out split of 10% (at
+most `data.eval_size`, default 200); examples with the same prompt text land on the same side, so a duplicated
+prompt never leaks into the held-out set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .chat import render_prompt
+from .example import Example
+from .loaders import load_examples
+from .registry import get_task
+
+DEFAULT_EVAL_SIZE = 200
+
+
+@dataclass
+class TaskData:
+    """Examples and their prompt token ids; `default_reward` is the reward used when `reward.functions` is empty."""
+
+    train: list[Example]
+    held_out: list[Example]
+    train_tokens: list[list[int]]
+    held_out_tokens: list[list[int]]
+    default_reward: str
+
+
+def load_task_data(data_cfg: Any, tokenizer: Any, seed: int) -> TaskData:
+    """Resolve `data.task` (a built-in task name or a local file) into encoded train / held-out examples."""
+    train, held_out, reward = _examples(data_cfg, seed)
+    if not train:
+        raise ValueError(f"data.task={data_cfg.task!r} gave no training examples")
+
+    def encode(ex: Example) -> list[int]:
+        return tokenizer(render_prompt(tokenizer, ex, data_cfg.system_prompt), add_special_tokens=False)["input_ids"]
+
+    return TaskData(train, held_out, [encode(e) for e in train], [encode(e) for e in held_out], reward)
+
+
+def _examples(d: Any, seed: int) -> tuple[list[Example], list[Example], str]:
+    try:
+        task = get_task(d.task)
+    except (ValueError, KeyError):
+        task = None
+    eval_size = d.eval_size if d.eval_size is not None else DEFAULT_EVAL_SIZE
+    if task is not None:
+        return (
+            task.examples("train", d.train_size, seed),
+            task.examples("test", None, seed + 1)[:eval_size],
+            (task.default_reward),
+        )
+    keys = {"prompt_key": d.prompt_key, "answer_key": d.answer_key}
+    if d.eval_data:
+        train = load_examples(d.task, "train", d.train_size, seed, **keys)
+        return train, load_examples(d.eval_data, "test", None, seed + 1, **keys)[:eval_size], "math_verify"
+    pool = load_examples(d.task, "train", None, seed, **keys)
+    train, held_out = split_by_prompt(pool, eval_size, seed)
+    return (train[: d.train_size] if d.train_size else train), held_out, "math_verify"
+
+
+def split_by_prompt(pool: list[Example], eval_size: int, seed: int) -> tuple[list[Example], list[Example]]:
+    """Seeded split holding out 10% of the distinct prompts (at most `eval_size` examples, none for one prompt).
+
+    Examples sharing a prompt text stay together, so the held-out set never contains a training prompt.
+    """
+    groups: dict[str, list[int]] = {}
+    for i, ex in enumerate(pool):
+        groups.setdefault(ex.prompt if isinstance(ex.prompt, str) else repr(ex.prompt), []).append(i)
+    keys = list(groups)
+    order = torch.randperm(len(keys), generator=torch.Generator().manual_seed(seed)).tolist()
+    n_eval = min(eval_size, max(1, len(keys) // 10)) if len(keys) > 1 else 0
+    held = [i for k in order[:n_eval] for i in groups[keys[k]]][:eval_size]
+    held_set = set(held)
+    train = [i for k in order[n_eval:] for i in groups[keys[k]]]
+    train = [i for i in train if i not in held_set]
+    return [pool[i] for i in train], [pool[i] for i in held]

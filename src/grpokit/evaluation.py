@@ -1,0 +1,38 @@
+"""Held-out evaluation: accuracy, length and truncation of samples at `rollout.eval_temperature`, shared by
+training (before, every `train.eval_every` steps, after) and `grpokit eval`."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .session import Session
+
+
+@torch.no_grad()
+def evaluate(session: Session, n_samples: int = 1, *, seed: int = 0) -> dict[str, float]:
+    """Sample `n_samples` completions per held-out prompt and score them with the run's rewards.
+
+    Sampling draws from its own RNG stream seeded by `seed` and restores the global one afterwards, so
+    evaluating never changes a training trajectory.
+    """
+    if not session.data.held_out_tokens:
+        return {}
+    t0 = time.perf_counter()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        out = session.engine.generate(
+            session.data.held_out_tokens,
+            session.sampling_params(n=n_samples, temperature=session.cfg.rollout.eval_temperature),
+        )
+    examples = [session.data.held_out[int(i)] for i in out.prompt_index]
+    res = session.rewards.score(out.texts, examples)
+    acc = torch.tensor(res.accuracy, dtype=torch.float64).nan_to_num(0.0)
+    return {
+        "eval/accuracy": float(acc.mean()),
+        "eval/length": float(out.lengths.double().mean()),
+        "eval/truncation_rate": float(out.truncated.double().mean()),
+        "eval/n": float(len(out.texts)),
+        "time/eval": time.perf_counter() - t0,
+    }

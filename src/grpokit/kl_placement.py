@@ -1,0 +1,94 @@
+"""Where the KL penalty to the reference enters the update, as registered strategies (spec §12, §16).
+
+`algo.kl_placement` picks one:
+* `loss` — beta Agg(k(theta)) is added to the loss by `algos.compute_loss` (GRPO, verl `use_kl_loss`); nothing
+  happens before the loss.
+* `reward` — r <- r - beta sg(k1) with pi_old vs pi_ref (PPO/InstructGPT, REINFORCE++, RLOO): per token for
+  estimators that take token rewards (GAE, REINFORCE++ and its baseline variant), else the per-sequence sum
+  subtracted from the scalar reward.
+* `reward_centered` — T1's on-policy KL normalisation: A <- A - beta (KL_seq - group mean KL_seq).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+import torch
+
+from . import algos
+from .algos.compose import AlgoConfig
+from .batch import Batch
+
+KL_PLACEMENTS: dict[str, type[KLPlacement]] = {}
+
+
+def register_placement(name: str) -> Callable[[type[KLPlacement]], type[KLPlacement]]:
+    def deco(cls: type[KLPlacement]) -> type[KLPlacement]:
+        KL_PLACEMENTS[name] = cls
+        return cls
+
+    return deco
+
+
+def takes_token_rewards(advantage: str) -> bool:
+    """Whether the advantage estimator accepts per-token rewards (its signature has `token_rewards`)."""
+    return "token_rewards" in inspect.signature(algos.ADVANTAGES.get(advantage)).parameters
+
+
+@register_placement("loss")
+class KLPlacement:
+    """KL as a loss term: added in `compute_loss`; rewards and advantages are left alone."""
+
+    def __init__(self, algo: AlgoConfig) -> None:
+        self.algo = algo
+
+    def active(self, b: Batch, beta: float) -> bool:
+        return b.ref_logp is not None and b.old_logp is not None and beta > 0
+
+    def needs_old_logp(self) -> bool:
+        """Whether the penalty is computed from pi_old before the update (so a scoring pass must run)."""
+        return False
+
+    def rewards(self, b: Batch, rewards: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(scalar rewards [N], per-token rewards [N,T] or None) that the advantage estimator sees."""
+        return rewards, None
+
+    def advantages(self, b: Batch, adv: torch.Tensor, beta: float) -> torch.Tensor:
+        return adv
+
+
+@register_placement("reward")
+class KLInReward(KLPlacement):
+    """r_t <- r_t - beta k1_t (per token), or R <- R - beta sum_t k1_t for scalar-reward estimators (spec §16)."""
+
+    def needs_old_logp(self) -> bool:
+        return self.algo.kl_coef > 0
+
+    def rewards(self, b: Batch, rewards: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+        if not self.active(b, beta):
+            return rewards, None
+        if self.algo.uses_critic or takes_token_rewards(self.algo.advantage):
+            return rewards, algos.kl_reward_penalty(b.old_logp, b.ref_logp, b.mask, beta)
+        return rewards - beta * algos.sequence_kl(b.old_logp, b.ref_logp, b.mask), None
+
+
+@register_placement("reward_centered")
+class CenteredKL(KLPlacement):
+    """T1 (spec §12): A <- A - beta (KL_seq,i - mean of its group), so the penalty does not shift the group mean."""
+
+    def needs_old_logp(self) -> bool:
+        return self.algo.kl_coef > 0
+
+    def advantages(self, b: Batch, adv: torch.Tensor, beta: float) -> torch.Tensor:
+        if not self.active(b, beta):
+            return adv
+        return adv - beta * algos.centered_sequence_kl(
+            b.old_logp, b.ref_logp, b.mask, b.group_ids, **self.algo.kwargs("kl_placement")
+        )
+
+
+def make_placement(algo: AlgoConfig) -> KLPlacement:
+    if algo.kl_placement not in KL_PLACEMENTS:
+        raise ValueError(f"algo.kl_placement={algo.kl_placement!r} is not one of {sorted(KL_PLACEMENTS)}")
+    return KL_PLACEMENTS[algo.kl_placement](algo)

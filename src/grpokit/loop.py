@@ -1,0 +1,135 @@
+"""The training loop around `Trainer.train_step`: evaluation before, every `train.eval_every` steps and after;
+value pretraining first when the recipe has a critic; detectors and alerts on every row before it is logged;
+autopilot; checkpoints every `train.save_every` steps and at the end; the final model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .monitor.autopilot import write_rows
+from .trainer import Trainer
+
+
+def fit(trainer: Trainer, display: Any = None, *, eval_before: bool = True, eval_samples: int = 1) -> dict[str, Any]:
+    """Run `train.steps` steps with periodic eval and checkpoints; returns a summary (eval before/after).
+
+    The reward worker process is closed when the run ends, also when it ends with an error.
+    """
+    try:
+        return _fit(trainer, display, eval_before=eval_before, eval_samples=eval_samples)
+    finally:
+        trainer.rewards.close()
+        if trainer.log is not None:
+            trainer.log.close()
+
+
+def _fit(trainer: Trainer, display: Any, *, eval_before: bool, eval_samples: int) -> dict[str, Any]:
+    cfg = trainer.cfg
+    log = trainer.log
+    summary: dict[str, Any] = {"run_dir": str(trainer.run_dir)}
+    if log is not None and trainer.step == 0:
+        log.write_config(cfg.to_dict())
+    hook = getattr(display, "phase", None)
+    trainer.on_phase = hook
+    _pretrain_critic(trainer, display)
+    if eval_before and trainer.step == 0:
+        if hook:
+            hook("eval")
+        ev = trainer.evaluate(eval_samples)
+        summary["eval_before"] = ev
+        if log is not None:
+            log.log(0, ev)
+        if display:
+            display.message(f"held-out accuracy before training: {ev.get('eval/accuracy', float('nan')):.1%}")
+    while trainer.step < cfg.train.steps:
+        metrics = trainer.train_step()
+        trainer.step += 1
+        if cfg.train.eval_every > 0 and trainer.step % cfg.train.eval_every == 0 and trainer.step < cfg.train.steps:
+            if hook:
+                hook("eval")
+            metrics.update(trainer.evaluate(eval_samples))
+        # detectors see the row before it is written, so the row carries the alerts active at this step
+        new_alerts = trainer.monitor.observe(trainer.step, metrics)
+        metrics["alerts/active"] = float(len(trainer.monitor.active()))
+        _log_step(trainer, metrics)
+        trainer.history.append(metrics)
+        if display:
+            display.step_done(trainer.step, metrics, trainer.monitor.active())
+        for alert in new_alerts:
+            if log is not None:
+                log.alert(alert.to_dict())
+            if display:
+                display.alert(alert)
+        _autopilot_react(trainer, display, new_alerts, metrics)
+        if cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0:
+            trainer.save()
+    if not (cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0):
+        trainer.save()
+    if hook:
+        hook("eval")
+    ev = trainer.evaluate(eval_samples)
+    summary["eval_after"] = ev
+    if log is not None:
+        log.log(trainer.step, ev)
+    summary["final_model"] = str(trainer.save_final())
+    return summary
+
+
+def _log_step(trainer: Trainer, metrics: dict[str, Any]) -> None:
+    """The step's metrics row, its reward failures and a few sampled completions."""
+    log = trainer.log
+    if log is None:
+        return
+    if trainer._reward_failures:
+        log.samples(
+            trainer.step,
+            [
+                {"reward_failure": f.__dict__ if hasattr(f, "__dict__") else str(f)}
+                for f in trainer._reward_failures[:5]
+            ],
+        )
+    log.log(trainer.step, metrics)
+    b = trainer._last_batch
+    k = min(trainer.cfg.train.log_completions, len(b))
+    log.samples(
+        trainer.step,
+        [
+            {
+                "text": b.texts[i],
+                "reward": float(b.rewards[i]),
+                "accuracy": float(b.accuracy[i]),
+                "length": int(b.lengths[i]),
+                "truncated": bool(b.truncated[i]),
+            }
+            for i in range(k)
+        ],
+    )
+
+
+def _autopilot_react(trainer: Trainer, display: Any, alerts: list[Any], metrics: dict[str, Any]) -> None:
+    if trainer.autopilot is None:
+        return
+    rows = trainer.autopilot.react(trainer.step, alerts, metrics)
+    if rows and trainer.log is not None:
+        write_rows(trainer.run_dir / "interventions.jsonl", rows)
+    for r in rows:
+        if display and r["kind"] == "intervention":
+            display.message(f"autopilot: {r['action']} ({r['before']} -> {r['after']}) because {r['reason']}")
+
+
+def _pretrain_critic(trainer: Trainer, display: Any) -> None:
+    """Value pretraining rows go to metrics.jsonl at step 0, with their own `critic_pretrain/*` names."""
+    if trainer.step > 0 or trainer.critic is None or trainer.critic_cfg.pretrain_max_steps <= 0:
+        return
+    if getattr(display, "phase", None):
+        display.phase("critic pretraining")
+    rows = trainer.pretrain_critic()
+    for row in rows:
+        if trainer.log is not None:
+            trainer.log.log(0, row)
+    if display and rows:
+        last = rows[-1]
+        display.message(
+            f"value pretraining: {len(rows)} batches, explained variance "
+            f"{last['critic_pretrain/explained_variance']:.2f} (target {trainer.critic_cfg.pretrain_ev})"
+        )

@@ -1,0 +1,40 @@
+"""Rollout phase: take k prompts from the seeded stream and sample G completions for each with the engine."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ..rollout import RolloutEngine, RolloutOutput, SamplingParams
+
+
+class PromptStream:
+    """Endless, seeded, epoch-shuffled stream over training examples; its position is checkpointed."""
+
+    def __init__(self, n: int, seed: int, position: int = 0) -> None:
+        self.n, self.seed, self.position = n, seed, position
+
+    def take(self, k: int) -> list[int]:
+        out = []
+        for _ in range(k):
+            epoch, i = divmod(self.position, self.n)
+            perm = torch.randperm(self.n, generator=torch.Generator().manual_seed(self.seed + epoch))
+            out.append(int(perm[i]))
+            self.position += 1
+        return out
+
+
+def sample_groups(
+    engine: RolloutEngine,
+    prompt_tokens: list[list[int]],
+    idx: list[int],
+    params: SamplingParams,
+    timings: dict[str, float],
+) -> RolloutOutput:
+    """G completions for each prompt of `idx`; adds generate seconds and generated tokens to `timings`."""
+    t0 = time.perf_counter()
+    out = engine.generate([prompt_tokens[i] for i in idx], params)
+    timings["generate"] = timings.get("generate", 0.0) + time.perf_counter() - t0
+    timings["gen_tokens"] = timings.get("gen_tokens", 0.0) + out.gen_tokens
+    return out

@@ -1,0 +1,82 @@
+"""Scoring phase: rewards for every completion (isolated reward manager), reward shaping (soft overlong punishment,
+truncated-response reward), and the step's reward metrics over every generation round."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import torch
+
+from .. import algos
+from ..algos.compose import AlgoConfig
+from ..batch import Batch, from_rollout
+from ..data import Example
+from ..monitor import signals
+from ..rewards import RewardManager
+from ..rollout import RolloutOutput
+
+
+def shape_rewards(
+    algo: AlgoConfig, max_new_tokens: int, rewards: torch.Tensor, lengths: torch.Tensor, truncated: torch.Tensor
+) -> torch.Tensor:
+    """Soft overlong punishment (§5) and the truncated-response reward of ORZ/T1 (§12, §13)."""
+    if algo.soft_overlong:
+        rewards = rewards + algos.soft_overlong_punishment(
+            lengths, max_new_tokens, int(algo.overlong_cache), algo.overlong_factor
+        )
+    if algo.truncated_reward is not None:
+        rewards = torch.where(
+            truncated & torch.isfinite(rewards), torch.full_like(rewards, algo.truncated_reward), rewards
+        )
+    return rewards
+
+
+def score_rollout(
+    rewards_mgr: RewardManager,
+    out: RolloutOutput,
+    examples: list[Example],
+    idx: list[int],
+    *,
+    algo: AlgoConfig,
+    max_new_tokens: int,
+    group_start: int,
+    pad_id: int,
+    timings: dict[str, float],
+) -> tuple[Batch, Any]:
+    """Score and shape one round's completions; returns (Batch with group ids from `group_start`, RewardResult)."""
+    t0 = time.perf_counter()
+    per_sample = [examples[idx[int(i)]] for i in out.prompt_index]
+    res = rewards_mgr.score(out.texts, per_sample)
+    timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t0
+    rewards = torch.tensor(res.rewards, dtype=torch.float32)
+    accuracy = torch.tensor(res.accuracy, dtype=torch.float32).nan_to_num(0.0)
+    rewards = shape_rewards(algo, max_new_tokens, rewards, out.lengths, out.truncated)
+    return from_rollout(out, rewards, accuracy, group_start, idx, pad_id), res
+
+
+def merge_round_metrics(rounds: list[Any]) -> dict[str, float]:
+    """One step's reward metrics over all its generation rounds: counts and seconds summed, the rest (means,
+    fractions) weighted by each round's sample count; mean/std/accuracy/correlations over all samples."""
+    out: dict[str, float] = {}
+    sizes = [len(r.rewards) for r in rounds]
+    for key in {k for r in rounds for k in r.metrics}:
+        vals = [(r.metrics[key], n) for r, n in zip(rounds, sizes) if key in r.metrics]
+        if key.endswith("seconds") or "/failures_" in key or key.endswith("batch_retries"):
+            out[key] = float(sum(v for v, _ in vals))
+        else:
+            finite = [(v, n) for v, n in vals if isinstance(v, (int, float)) and math.isfinite(v)]
+            total = sum(n for _, n in finite)
+            out[key] = sum(v * n for v, n in finite) / total if total else float("nan")
+    rewards = [x for r in rounds for x in r.rewards]
+    accuracy = [x for r in rounds for x in r.accuracy]
+    per_reward = {k: [x for r in rounds for x in r.per_reward[k]] for k in (rounds[0].per_reward if rounds else {})}
+    out.update(
+        signals.reward_signals(
+            torch.tensor(rewards, dtype=torch.float32), torch.tensor(accuracy, dtype=torch.float32).nan_to_num(0.0)
+        )
+    )
+    out.update(signals.component_correlations(rewards, per_reward))
+    out["reward/sampled_n"] = float(len(rewards))
+    return out

@@ -1,0 +1,44 @@
+"""Signals phase: every spec §17 signal of one step, computed in one pass from the batch and the policy's
+log-probs/entropies for it (the old-logprob pass, or the training forward itself when exactly on-policy).
+
+Lengths, truncation, rewards of the trained batch (`reward/kept_*`), reward consistency, token entropy (§17.2),
+KL to the reference and to the initial policy (§17.3), sampler/learner mismatch (§17.6) and the critic's explained
+variance. Also on steps whose update was skipped: that is when advantage collapse happens.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import algos
+from ..algos.compose import AlgoConfig
+from ..batch import Batch
+from ..monitor import signals
+
+
+def step_signals(
+    b: Batch,
+    algo: AlgoConfig,
+    *,
+    max_new_tokens: int,
+    policy_logp: torch.Tensor | None,
+    policy_entropy: torch.Tensor | None,
+) -> dict[str, float]:
+    m: dict[str, float] = {}
+    kept = signals.reward_signals(b.rewards, b.accuracy)
+    m.update({k.replace("reward/", "reward/kept_"): v for k, v in kept.items()})
+    m.update(signals.reward_consistency_signals(b.texts, b.rewards, b.accuracy, b.lengths))
+    cache = int(algo.overlong_cache) if algo.soft_overlong else 0
+    m.update(signals.length_signals(b.lengths, b.truncated, b.accuracy, max_new_tokens, cache))
+    if policy_entropy is not None:
+        m.update(signals.entropy_signals(policy_entropy, b.raw_mask))
+    if policy_logp is not None:
+        if b.ref_logp is not None:
+            m.update(algos.kl_metrics(policy_logp, b.ref_logp, b.raw_mask, prefix="kl_ref"))
+        if b.init_logp is not None:
+            m.update(algos.kl_metrics(policy_logp, b.init_logp, b.raw_mask, prefix="kl_init"))
+        ms = algos.mismatch_stats(policy_logp, b.sampler_logp, b.raw_mask, algo.is_c_max)
+        m.update({f"mismatch/{k}": v for k, v in ms.items()})
+    if b.values is not None and b.returns is not None:
+        m["critic/explained_variance"] = algos.explained_variance(b.returns, b.values, b.mask)
+    return m

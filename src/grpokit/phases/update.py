@@ -1,0 +1,273 @@
+"""Update phase: epochs x mini-batches of optimizer steps on one batch, each mini-batch accumulated over
+micro-batches with mini-batch-global loss denominators (all-reduced over ranks, spec §1.5), the policy and the
+critic stepped by their own optimizers. Exactly on-policy, the training forward is pi_old: its log-probs and
+entropies are returned for the step's signals, so no separate scoring pass runs."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .. import algos
+from ..algos.aggregate import Denominators
+from ..algos.compose import AlgoConfig, LossInputs, compute_loss, loss_denominators
+from ..batch import Batch
+from ..critic import Critic, CriticOptimizer
+from ..learner import completion_forward
+from ..reference import Reference
+from .advantage import micro_batches
+
+
+@dataclass
+class DistInfo:
+    rank: int = 0
+    world: int = 1
+
+    @classmethod
+    def detect(cls) -> DistInfo:
+        if dist.is_available() and dist.is_initialized():
+            return cls(dist.get_rank(), dist.get_world_size())
+        return cls()
+
+
+def all_reduce_denominators(d: dict[str, Denominators], info: DistInfo) -> dict[str, Denominators]:
+    """Sum loss denominators over ranks, so every rank divides by the global count (spec §1.5 rule 2)."""
+    if info.world == 1:
+        return d
+    out = {}
+    for k, v in d.items():
+        t = torch.tensor([v.tokens, v.nonempty_seqs, v.seqs], dtype=torch.float64)
+        dist.all_reduce(t)
+        out[k] = Denominators(*t.tolist())
+    return out
+
+
+@dataclass
+class Learner:
+    """What an update needs: the policy and its optimizer, the critic and its optimizer, the reference."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    algo: AlgoConfig
+    train: Any  # TrainConfig
+    temperature: float
+    autocast: Callable[[], contextlib.AbstractContextManager]
+    reference: Reference
+    critic: Critic | None = None
+    critic_opt: CriticOptimizer | None = None
+    info: DistInfo = field(default_factory=DistInfo)
+    on_phase: Callable[..., None] | None = None
+
+
+@dataclass
+class OnPolicyOutputs:
+    """The training forward's own log-probs and entropies (exactly on-policy: pi_old), gathered per micro-batch."""
+
+    logp: list[torch.Tensor] = field(default_factory=list)
+    entropy: list[torch.Tensor] = field(default_factory=list)
+    rows: list[torch.Tensor] = field(default_factory=list)  # batch row indices of each micro-batch
+
+    def assemble(self, n: int, width: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """[n, width] log-probs and entropies in batch order, or None when nothing was recorded."""
+        if not self.logp:
+            return None
+        lp, ent = torch.zeros(n, width), torch.zeros(n, width)
+        for rows, a, e in zip(self.rows, self.logp, self.entropy):
+            lp[rows, : a.shape[1]] = a
+            ent[rows, : e.shape[1]] = e
+        return lp, ent
+
+
+def policy_has_work(b: Batch, algo: AlgoConfig, kl_coef: float, entropy_coef: float) -> bool:
+    """False when no term of the policy loss has a gradient: every advantage 0 and no KL/entropy/NLL term."""
+    if b.extras.get("no_valid_group"):
+        return False
+    return not (bool((b.advantages == 0).all()) and kl_coef == 0 and entropy_coef == 0 and algo.nll_coef == 0)
+
+
+def run_update(
+    lr: Learner,
+    b: Batch,
+    timings: dict[str, float],
+    *,
+    step: int,
+    kl_coef: float,
+    entropy_coef: float,
+    train_policy: bool = True,
+) -> tuple[dict[str, float], OnPolicyOutputs]:
+    """All optimizer steps of one training step. `train_policy=False` (value pretraining) steps only the critic."""
+    cfg = lr.train
+    train_policy = train_policy and policy_has_work(b, lr.algo, kl_coef, entropy_coef)
+    if not train_policy and lr.critic is None:
+        return {"train/skipped_update": 1.0}, OnPolicyOutputs()
+    gen = torch.Generator().manual_seed(cfg.seed * 100003 + step)
+    positive = (b.accuracy >= 0.5) & b.valid if lr.algo.nll_coef > 0 else None
+    outputs, per_step = OnPolicyOutputs(), []
+    clock = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
+    n_opt = cfg.epochs * cfg.mini_batches
+    _phase(lr, "update", 0, n_opt)
+    for _ in range(cfg.epochs):
+        perm = torch.randperm(len(b), generator=gen) if cfg.mini_batches > 1 else torch.arange(len(b))
+        for mb in torch.tensor_split(perm, cfg.mini_batches):
+            if mb.numel() == 0:
+                continue
+            pos = positive[mb] if positive is not None else None
+            per_step.append(
+                _mini_batch(
+                    lr,
+                    b,
+                    mb,
+                    pos,
+                    outputs,
+                    clock,
+                    kl_coef=kl_coef,
+                    entropy_coef=entropy_coef,
+                    train_policy=train_policy,
+                )
+            )
+            _phase(lr, "update", len(per_step), n_opt)
+    timings.update(clock)
+    out = mean_dicts(per_step)
+    if not train_policy:
+        out["train/skipped_update"] = 1.0
+    return out, outputs
+
+
+def _phase(lr: Learner, name: str, done: int, total: int) -> None:
+    if lr.on_phase is not None:
+        lr.on_phase(name, done, total)
+
+
+def _mini_batch(
+    lr: Learner,
+    b: Batch,
+    mb: torch.Tensor,
+    positive: torch.Tensor | None,
+    outputs: OnPolicyOutputs,
+    clock: dict[str, float],
+    *,
+    kl_coef: float,
+    entropy_coef: float,
+    train_policy: bool,
+) -> dict[str, float]:
+    """One optimizer step: accumulate every micro-batch's gradient, then step policy and critic."""
+    mbb = b.select(mb)
+    dens = all_reduce_denominators(loss_denominators(mbb.mask, positive), lr.info)
+    lr.optimizer.zero_grad(set_to_none=True)
+    if lr.critic_opt is not None:
+        lr.critic_opt.zero_grad()
+    mets = []
+    for idx in micro_batches(len(mbb), lr.train.micro_batch_size):
+        t0 = time.perf_counter()
+        loss, met = _micro_loss(lr, mbb, idx, positive, dens, outputs, mb, kl_coef, entropy_coef, train_policy)
+        t1 = time.perf_counter()
+        loss.backward()
+        clock["forward"] += t1 - t0
+        clock["backward"] += time.perf_counter() - t1
+        mets.append(met)
+    t0 = time.perf_counter()
+    agg = mean_dicts(mets)
+    if train_policy:
+        params = [p for g in lr.optimizer.param_groups for p in g["params"]]
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, lr.train.max_grad_norm)
+        if torch.isfinite(grad_norm):
+            lr.optimizer.step()
+        lr.scheduler.step()
+        lr.reference.after_optimizer_step(lr.model)
+        agg["train/grad_norm"] = float(grad_norm)
+        agg["train/nonfinite_loss"] = float(any(not math.isfinite(x.get("actor/loss", 0.0)) for x in mets))
+        agg["train/nonfinite_grad"] = float(not torch.isfinite(grad_norm))
+    if lr.critic_opt is not None:
+        agg["critic/grad_norm"] = lr.critic_opt.step()
+        agg["critic/lr"] = lr.critic_opt.optimizer.param_groups[0]["lr"]
+    clock["optimizer"] += time.perf_counter() - t0
+    return agg
+
+
+def _micro_loss(
+    lr: Learner,
+    mbb: Batch,
+    idx: torch.Tensor,
+    positive: torch.Tensor | None,
+    dens: dict[str, Denominators],
+    outputs: OnPolicyOutputs,
+    mb: torch.Tensor,
+    kl_coef: float,
+    entropy_coef: float,
+    train_policy: bool,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Forward one micro-batch; returns (policy loss + value loss, metrics). Gradients stay apart: the value
+    head reads detached features, and a separate value model shares no parameter with the policy."""
+    a = lr.algo
+    grad_ctx = contextlib.nullcontext() if train_policy else torch.no_grad()
+    with lr.autocast(), grad_ctx:
+        logp, ent, hidden = completion_forward(
+            lr.model,
+            mbb.prompt_ids[idx],
+            mbb.prompt_mask[idx],
+            mbb.completion_ids[idx],
+            mbb.raw_mask[idx],
+            temperature=lr.temperature,
+            with_entropy=True,
+            return_hidden=lr.critic is not None and lr.critic.uses_policy_features,
+        )
+    dev = logp.device
+    mask = mbb.mask[idx].to(dev)
+    if mbb.old_logp is None:  # exactly on-policy: this forward is pi_old
+        outputs.logp.append(logp.detach().float().cpu())
+        outputs.entropy.append(ent.detach().float().cpu())
+        outputs.rows.append(mb[idx])
+    loss = logp.new_zeros(())
+    met: dict[str, float] = {}
+    if train_policy:
+        loss, met = compute_loss(
+            LossInputs(
+                logp=logp.float(),
+                mask=mask,
+                advantages=_sel(mbb.advantages, idx, dev),
+                old_logp=_sel(mbb.old_logp, idx, dev),
+                ref_logp=_sel(mbb.ref_logp, idx, dev),
+                samp_logp=_sel(mbb.sampler_logp, idx, dev) if a.is_correction else None,
+                entropy=ent if entropy_coef > 0 else None,
+                keep=_sel(mbb.keep, idx, dev),
+                positive=None if positive is None else positive[idx].to(dev),
+            ),
+            a,
+            denominators=dens,
+            kl_coef=kl_coef,
+            entropy_coef=entropy_coef,
+        )
+    if lr.critic is not None:
+        with lr.autocast():
+            values = lr.critic.values(
+                mbb.prompt_ids[idx], mbb.prompt_mask[idx], mbb.completion_ids[idx], mbb.raw_mask[idx], hidden
+            )
+        vl, vm = algos.value_loss(
+            values.float(), _sel(mbb.values, idx, dev), _sel(mbb.returns, idx, dev), mask, value_clip=a.value_clip
+        )
+        v_agg = algos.aggregate(vl, mask, a.loss_agg, denominators=dens["main"], l_norm=a.l_norm)
+        loss = loss + v_agg
+        met["critic/value_loss"] = float(v_agg.detach())
+        met.update({f"critic/{k}": v for k, v in vm.items()})
+    return loss, met
+
+
+def _sel(x: torch.Tensor | None, idx: torch.Tensor, dev: Any) -> torch.Tensor | None:
+    return None if x is None else x[idx].to(dev)
+
+
+def mean_dicts(rows: list[dict[str, float]]) -> dict[str, float]:
+    keys = {k for r in rows for k in r}
+    out = {}
+    for k in keys:
+        vals = [r[k] for r in rows if k in r and isinstance(r[k], (int, float)) and math.isfinite(r[k])]
+        out[k] = sum(vals) / len(vals) if vals else float("nan")
+    return out

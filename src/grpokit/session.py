@@ -1,0 +1,97 @@
+"""Setup shared by `train`, `eval` and `preflight`: device, precision, model and tokenizer, rollout engine, reward
+manager and data, built once from a config. Nothing here trains: the trainer adds optimizer, reference and critic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .config import Config
+from .data.split import TaskData, load_task_data
+from .models import Precision, autocast_ctx, load_model_and_tokenizer, resolve_precision
+from .rewards import RewardManager
+from .rollout import RolloutEngine, SamplingParams, make_engine
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def pick_device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
+def lora_options(cfg: Config) -> dict[str, Any] | None:
+    m = cfg.model
+    if m.lora_r <= 0:
+        return None
+    return {
+        "r": m.lora_r,
+        "alpha": m.lora_alpha,
+        "dropout": m.lora_dropout,
+        "target_modules": list(m.lora_target_modules),
+    }
+
+
+@dataclass
+class Session:
+    """Everything a run samples and scores with."""
+
+    cfg: Config
+    device: str
+    precision: Precision
+    model: torch.nn.Module
+    tokenizer: Any
+    engine: RolloutEngine
+    rewards: RewardManager
+    data: TaskData
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        return autocast_ctx(self.precision, self.device)
+
+    def sampling_params(self, n: int | None = None, temperature: float | None = None) -> SamplingParams:
+        r = self.cfg.rollout
+        return SamplingParams(
+            n=r.group_size if n is None else n,
+            max_new_tokens=r.max_new_tokens,
+            temperature=r.temperature if temperature is None else temperature,
+            top_p=r.top_p,
+            top_k=r.top_k,
+        )
+
+    def close(self) -> None:
+        """Stop the reward worker process."""
+        self.rewards.close()
+
+
+def open_session(cfg: Config, *, precision: str | None = None) -> Session:
+    """Seed, resolve device and precision (`precision` overrides `model.precision`, e.g. the one a resumed run
+    recorded), load model and tokenizer, build the engine, the data and the reward manager."""
+    seed_everything(cfg.train.seed)
+    device = pick_device(cfg.model.device)
+    prec = resolve_precision(precision or cfg.model.precision, device)
+    model, tokenizer = load_model_and_tokenizer(
+        cfg.model.name, dtype=prec.name, device=device, lora=lora_options(cfg), seed=cfg.train.seed
+    )
+    if cfg.model.gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    model.train()
+    data = load_task_data(cfg.data, tokenizer, cfg.train.seed)
+    funcs = list(cfg.reward.functions) or [data.default_reward]
+    weights = list(cfg.reward.weights) or [1.0] * len(funcs)
+    rewards = RewardManager(
+        list(zip(funcs, weights)), timeout_s=cfg.reward.timeout_s, max_fail_frac=cfg.reward.max_fail_frac
+    )
+    session = Session(cfg, device, prec, model, tokenizer, None, rewards, data)  # type: ignore[arg-type]
+    session.engine = make_engine(cfg.rollout.engine, model=model, tokenizer=tokenizer, autocast=session.autocast)
+    return session
