@@ -444,3 +444,32 @@ def test_garbage_written_to_the_pipe_is_never_unpickled_by_the_trainer(tmp_path:
     failure = _only_failure(_score_one(forge)[0])
     assert failure.kind == "exception" and "unreadable reply (not a JSON reply" in failure.message
     assert not marker.exists()
+
+
+def test_unix_sockets_are_denied(tmp_path: Path) -> None:
+    """A pathname unix socket reaches a daemon outside any network namespace (a tmux socket is a shell)."""
+    path = str(tmp_path / "daemon.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(1)
+    server.settimeout(0.5)
+
+    def knock(completions, examples):
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(path)
+            s.sendall(b"rm -rf ~\n")
+        return [1.0]
+
+    try:
+        failure = _only_failure(_score_one(knock)[0])
+        assert failure.kind == "sandbox" and "unix sockets" in failure.message
+        with pytest.raises(TimeoutError):
+            server.accept()
+        # the same reward with network allowed does reach the daemon: the denial above is the sandbox's
+        result, _ = _score_one(knock, SandboxLimits(memory_mb=512, network=True))
+        assert result.rewards == [1.0]
+        conn, _ = server.accept()
+        assert conn.recv(100) == b"rm -rf ~\n"
+        conn.close()
+    finally:
+        server.close()

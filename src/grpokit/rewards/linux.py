@@ -103,3 +103,47 @@ def user_tasks(uid: int) -> int:
             except OSError:
                 pass
     return n
+
+
+# seccomp: deny socket(AF_UNIX, ...) (pathname sockets reach daemons outside any network namespace: a tmux or
+# docker socket is a shell outside the sandbox), io_uring (it can create sockets without socket()), x32
+# syscalls and foreign architectures. Everything else is allowed. Classic BPF over struct seccomp_data.
+PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+_ARCH = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}  # (AUDIT_ARCH_*, __NR_socket)
+_NR_IO_URING_SETUP, _X32_BIT, _AF_UNIX, _EACCES = 425, 0x40000000, 1, 13
+_LD_ABS, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06
+_ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def deny_unix_sockets() -> bool:
+    """Install the seccomp filter above in this process and its future children; whether it worked."""
+    machine = os.uname().machine if sys.platform.startswith("linux") else ""
+    if machine not in _ARCH:
+        return False
+    arch, nr_socket = _ARCH[machine]
+    program = [
+        (_LD_ABS, 0, 0, 4),  # 0: arch
+        (_JEQ, 0, 7, arch),  # 1: foreign architecture -> deny (9)
+        (_LD_ABS, 0, 0, 0),  # 2: syscall number
+        (_JGE, 5, 0, _X32_BIT),  # 3: x32 -> deny
+        (_JEQ, 4, 0, _NR_IO_URING_SETUP),  # 4: io_uring_setup -> deny
+        (_JEQ, 0, 2, nr_socket),  # 5: not socket() -> allow (8)
+        (_LD_ABS, 0, 0, 16),  # 6: args[0] (low 32 bits): the address family
+        (_JEQ, 1, 0, _AF_UNIX),  # 7: AF_UNIX -> deny
+        (_RET, 0, 0, _ALLOW),  # 8
+        (_RET, 0, 0, _ERRNO | _EACCES),  # 9
+    ]
+    filters = (_SockFilter * len(program))(*[_SockFilter(*ins) for ins in program])
+    prog = _SockFprog(len(program), filters)
+    c = libc()
+    if c.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return False
+    return c.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) == 0

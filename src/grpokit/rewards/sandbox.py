@@ -23,9 +23,11 @@
 4. **Fallbacks** where the kernel offers neither a namespace nor Landlock: a Python audit hook refuses socket
    connects/binds/lookups and file writes outside the directory. It stops Python code only (not ctypes or
    a program the reward runs); `RewardManager.sandbox` reports which mechanism enforces each limit.
-5. **Secrets**: without network, environment variables whose names look like credentials (`*TOKEN*`,
+5. **Unix sockets** (seccomp, without network): `socket(AF_UNIX)` and io_uring are denied, since a pathname
+   socket reaches daemons outside any network namespace (a tmux or docker socket is a shell outside).
+6. **Secrets**: without network, environment variables whose names look like credentials (`*TOKEN*`,
    `*KEY*`, `*SECRET*`, `*PASSWORD*`, `*AUTH*`...) are removed from the worker. Reading files is not restricted.
-6. **Parent death**: PR_SET_PDEATHSIG(SIGKILL) for the worker and every process it forks with `os.fork`, and a
+7. **Parent death**: PR_SET_PDEATHSIG(SIGKILL) for the worker and every process it forks with `os.fork`, and a
    check that the parent is still the trainer (it may have died before the prctl).
 
 Then the worker changes into its private directory (also HOME and TMPDIR). Where it has its own mount
@@ -241,6 +243,8 @@ def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds
             enforced["signals"] = "landlock scope"
     except OSError:
         got = {"filesystem": False}
+    if not limits.network and linux.deny_unix_sockets():
+        enforced["unix sockets"] = "seccomp: socket(AF_UNIX) and io_uring denied"
     fallback_net = "network" not in enforced or enforced["network"].startswith("landlock")
     fallback_fs = not got["filesystem"]
     if fallback_net or fallback_fs:
@@ -321,7 +325,7 @@ def classify_violation(e: BaseException, limits: SandboxLimits) -> str | None:
                 f"filesystem: permission denied on {e.filename!r} (the sandbox allows writes only in the "
                 "reward's private directory)"
             )
-        return f"network or permission: {e.strerror} (network access and signals to other processes are denied)"
+        return f"network or permission: {e.strerror} (network, unix sockets and signals to other processes are denied)"
     limit = _ERRNO_LIMITS.get(e.errno)
     if limit is None:
         return None
