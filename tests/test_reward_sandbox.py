@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -473,3 +474,24 @@ def test_unix_sockets_are_denied(tmp_path: Path) -> None:
         conn.close()
     finally:
         server.close()
+
+
+def test_directories_of_killed_trainers_are_swept() -> None:
+    from grpokit.rewards.isolation import WORKDIR_PREFIX, sweep_workdirs
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    base = Path(tempfile.gettempdir())
+    orphan = base / f"{WORKDIR_PREFIX}{int(dead.stdout)}-test{uuid.uuid4().hex[:6]}"
+    mine = base / f"{WORKDIR_PREFIX}{os.getpid()}-test{uuid.uuid4().hex[:6]}"
+    try:
+        for d in (orphan, mine):
+            d.mkdir()
+            (d / "left.txt").write_text("x")
+            os.utime(d, (time.time() - 3600, time.time() - 3600))
+        assert sweep_workdirs() >= 1
+        assert not orphan.exists() and mine.exists()  # a live trainer's directory is never touched
+    finally:
+        for d in (orphan, mine):
+            if d.exists():
+                (d / "left.txt").unlink()
+                d.rmdir()

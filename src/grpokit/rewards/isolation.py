@@ -25,6 +25,7 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 import traceback
 from collections.abc import Callable
 from multiprocessing.reduction import ForkingPickler
@@ -164,7 +165,8 @@ class _Worker:
         self, ctx: Any, functions: dict[str, Callable[..., Any]], limits: SandboxLimits | None, cpu_s: float
     ) -> None:
         self.conn, there = ctx.Pipe()
-        self.workdir = tempfile.mkdtemp(prefix=WORKDIR_PREFIX)
+        # the trainer's pid in the name lets a later trainer remove it if this one is killed (see sweep_workdirs)
+        self.workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
         self.enforced: dict[str, str] | None = None
         # not a daemon, so rewards may use multiprocessing themselves; the finalizer below stops it at exit
         self.proc = ctx.Process(
@@ -202,6 +204,38 @@ def _stop(slot: list[_Worker | None]) -> None:
     worker, slot[0] = slot[0], None
     if worker is not None:
         worker.close()
+
+
+def sweep_workdirs(older_than_s: float = 60.0) -> int:
+    """Remove private directories of workers whose trainer is gone (killed before it could clean up).
+
+    Only directories named after a trainer pid that no longer exists are touched: a live trainer's worker may
+    have its private tmpfs mounted on its directory, and removing that would detach it.
+    """
+    removed = 0
+    base = tempfile.gettempdir()
+    try:
+        entries = [e for e in os.scandir(base) if e.name.startswith(WORKDIR_PREFIX) and e.is_dir()]
+    except OSError:
+        return 0
+    for entry in entries:
+        owner = entry.name[len(WORKDIR_PREFIX) :].split("-", 1)[0]
+        if not owner.isdigit():
+            continue
+        try:
+            os.kill(int(owner), 0)
+            continue  # that trainer is alive
+        except ProcessLookupError:
+            pass
+        except OSError:  # alive but not ours to signal
+            continue
+        try:
+            if time.time() - entry.stat().st_mtime > older_than_s:
+                shutil.rmtree(entry.path)
+                removed += 1
+        except OSError:
+            continue
+    return removed
 
 
 def _death_reason(worker: _Worker, limits: SandboxLimits | None, cpu_s: float) -> tuple[type[Exception], str]:
@@ -243,8 +277,9 @@ class ProcessRunner:
         self._slot: list[_Worker | None] = [None]
         self._seq = 0
         self.started = 0  # workers started so far; more than one means restarts after timeouts or crashes
-        if sandbox is not None:
-            cgroups.sweep(WORKDIR_PREFIX)  # left behind by trainers that were killed
+        if sandbox is not None:  # left behind by trainers that were killed
+            cgroups.sweep(WORKDIR_PREFIX)
+            sweep_workdirs()
         # stops the worker when this runner is collected, and at interpreter exit before children are joined
         Finalize(self, _stop, args=(self._slot,), exitpriority=100)
 
