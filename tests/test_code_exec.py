@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -133,3 +136,52 @@ def test_audit_reward_code_probes_pass_for_code_exec() -> None:
     assert report["verdict"] == "PASS", report["issues"]
     assert report["probes"]["correct_score"] == 1.0
     assert {c["case"]: c["score"] for c in report["probes"]["hacks"]}["answer only in reasoning"] == 0.0
+
+
+CODE_TRAINER = """
+import json, sys
+from grpokit.data import Example
+from grpokit.rewards import RewardManager
+
+m = RewardManager([("code_exec", 1.0)], timeout_s=120)
+print(m.worker.pid, flush=True)
+program = "```python\\nimport time\\ntime.sleep(60)\\n```"
+m.score([program], [Example("q", json.dumps({"tests": ["assert True"]}))])
+"""
+
+
+def _programs_of(worker: int) -> list[int]:
+    """Pids of code_exec programs started by reward worker `worker` (their argv names it as the parent)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            continue
+        if b'"parent": %d}' % worker in cmdline and state != "Z":
+            found.append(int(pid))
+    return found
+
+
+def test_a_running_program_dies_when_the_trainer_is_killed(tmp_path: Path) -> None:
+    script = tmp_path / "trainer.py"
+    script.write_text(CODE_TRAINER)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(proc.stdout.readline())
+        deadline = time.monotonic() + 10
+        while not _programs_of(worker) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        [program] = _programs_of(worker)
+        time.sleep(0.5)  # past the harness's start-up check of its parent: the program itself is running now
+        proc.kill()
+        proc.wait(timeout=10)
+        deadline = time.monotonic() + 1.5  # under the 2 s program timeout, which no one is left to enforce
+        while _programs_of(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _programs_of(worker) == [], f"program {program} outlived the trainer and its worker"
+    finally:
+        proc.kill()
+        proc.wait()

@@ -191,14 +191,26 @@ def test_fork_bomb_hits_the_process_limit_and_leaves_nothing_behind() -> None:
         assert failure.kind == "sandbox" and failure.message.startswith("processes:")
         assert "at most 16 processes" in failure.message
         deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:  # the worker's whole process group was killed
-            try:
-                os.killpg(group, 0)
-            except ProcessLookupError:
-                break
+        while _running_in_group(group) and time.monotonic() < deadline:
             time.sleep(0.05)
-        with pytest.raises(ProcessLookupError):
-            os.killpg(group, 0)
+        assert _running_in_group(group) == [], "processes of the fork bomb are still running"
+
+
+PF_EXITING = 0x4
+
+
+def _running_in_group(pgid: int) -> list[int]:
+    """Processes of process group `pgid` that are neither zombies nor already exiting (killed)."""
+    running = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        state, group, flags = fields[0], int(fields[2]), int(fields[6])
+        if group == pgid and state not in "ZX" and not flags & PF_EXITING:
+            running.append(int(pid))
+    return running
 
 
 def test_sleeping_past_the_timeout_is_killed() -> None:
@@ -258,7 +270,7 @@ def test_reward_cannot_kill_the_trainer() -> None:
 
 
 PARENT_SCRIPT = """
-import os, sys, time
+import os, subprocess, sys, time
 from grpokit.data import Example
 from grpokit.rewards import RewardManager
 
@@ -267,7 +279,8 @@ def slow(completions, examples):
     if child == 0:
         time.sleep(60)
         os._exit(0)
-    print("pids", os.getpid(), child, flush=True)
+    program = subprocess.Popen(["sleep", "60"])  # started without any death signal of its own
+    print("pids", os.getpid(), child, program.pid, flush=True)
     time.sleep(60)
     return [1.0]
 
@@ -285,11 +298,17 @@ def test_killing_the_trainer_during_a_call_kills_the_worker(tmp_path: Path, sig:
     try:
         line = proc.stdout.readline()  # printed by the reward once the call is under way
         assert line.startswith("pids"), line
-        worker, child = (int(x) for x in line.split()[1:])
+        worker, child, program = (int(x) for x in line.split()[1:])
         proc.send_signal(sig)
         proc.wait(timeout=10)
         assert _gone(worker), "the reward worker outlived the trainer"
         assert _gone(child), "a process the reward forked outlived the trainer"
+        with RewardManager([(lambda c, e: [1.0], 1.0)], sandbox=LIMITS) as m:
+            in_own_pid_namespace = "process tree" in m.sandbox
+        if in_own_pid_namespace:
+            assert _gone(program), "a program the reward started outlived the trainer"
+        else:
+            os.kill(program, signal.SIGKILL)  # without a pid namespace only os.fork children are covered
     finally:
         proc.kill()
         proc.wait()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import secrets
 import subprocess
@@ -42,6 +43,14 @@ _HARNESS = r"""
 def _run():
     import json, os, resource, sys
     limits = json.loads(sys.argv[1])
+    try:  # die with the reward worker if it is killed mid-run (subprocess starts us without a death signal)
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() not in (0, limits["parent"]):  # 0: the worker seen from inside its pid namespace
+        os._exit(0)
     resource.setrlimit(resource.RLIMIT_AS, (limits["as"], limits["as"]))
     resource.setrlimit(resource.RLIMIT_CPU, (limits["cpu"], limits["cpu"]))
     spec = json.loads(sys.stdin.readline())
@@ -113,7 +122,7 @@ def run_tests(code: str, setup: str, tests: list[str], timeout_s: float = PROGRA
     nonce = secrets.token_hex(16)
     # set by the harness before it reads the program (not by a preexec_fn, which would force a slow fork of the
     # reward worker, itself a fork of the trainer, instead of vfork)
-    limits = json.dumps({"as": PROGRAM_MEMORY_MB << 20, "cpu": math.ceil(timeout_s) + 1})
+    limits = json.dumps({"as": PROGRAM_MEMORY_MB << 20, "cpu": math.ceil(timeout_s) + 1, "parent": os.getpid()})
     message = json.dumps({"setup": setup, "code": code, "tests": tests}) + "\n" + nonce + "\n"
     try:
         proc = subprocess.run(

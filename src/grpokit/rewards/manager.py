@@ -7,7 +7,7 @@ memory/CPU/process/open-file limits, writes only in a private directory: `sandbo
 manager is built, killed when a call passes `timeout_s` or breaks a limit and re-forked for the next call
 (see `isolation.py`). Measured on 2 CPU cores with 32 completions: exact_numeric + format 0.5 ms, countdown
 0.8 ms in-process; a worker round trip takes 0.3-0.4 ms per reward call, sandboxed or not (the sandbox costs
-~15-20 ms once per worker start; `bench/reward_sandbox.py`); math_verify itself takes 25-35 ms; code_exec
+~20-35 ms once per worker start; `bench/reward_sandbox.py`); math_verify itself takes 25-35 ms; code_exec
 ~25 ms per program.
 `isolation="process"` sends every reward to the worker, `"inline"` none (no timeout then).
 

@@ -28,7 +28,9 @@
 6. **Secrets**: without network, environment variables whose names look like credentials (`*TOKEN*`,
    `*KEY*`, `*SECRET*`, `*PASSWORD*`, `*AUTH*`...) are removed from the worker. Reading files is not restricted.
 7. **Parent death**: PR_SET_PDEATHSIG(SIGKILL) for the worker and every process it forks with `os.fork`, and a
-   check that the parent is still the trainer (it may have died before the prctl).
+   check that the parent is still the trainer (it may have died before the prctl). In its own user namespace
+   the worker also starts a pid namespace whose pid 1 dies with it, taking every program the reward started
+   (`subprocess` included) along.
 
 Then the worker changes into its private directory (also HOME and TMPDIR). Where it has its own mount
 namespace (step 2), that directory is a tmpfs of at most `max_dir_mb` that only the worker sees and that
@@ -45,6 +47,7 @@ import re
 import signal
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,10 +103,53 @@ def _remember_forker() -> None:
 
 
 def _die_with_forker() -> None:
-    """In a process the reward forked: die with its parent, even if that parent is already gone."""
+    """In a process the reward forked: die with its parent, even if that parent is already gone. (A parent
+    pid of 0 is the worker seen from inside its own pid namespace, whose end kills us anyway.)"""
     linux.set_parent_death_signal()
-    if os.getppid() != _forker[0]:
+    if os.getppid() not in (0, _forker[0]):
         os._exit(0)
+
+
+_init_keepalive: list[int] = []  # the worker's end of the pipe its pid-namespace init watches at start-up
+
+
+def _pid_init(watch: int) -> None:
+    """Pid 1 of the worker's pid namespace: dies with the worker, which ends every process in the namespace.
+
+    It reaps the orphans the namespace hands it. `watch` is a pipe only the worker can write to: at start-up,
+    end of file means the worker died before the death signal was set.
+    """
+    linux.set_parent_death_signal()
+    _close_inherited_fds({watch})  # the pipe to the trainer above all: the worker's death must close it
+    os.set_blocking(watch, False)
+    try:
+        if os.read(watch, 1) == b"":
+            os._exit(0)
+    except BlockingIOError:
+        pass  # the worker is alive
+    os.close(watch)
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            time.sleep(1.0)
+        except BaseException:  # nothing may end pid 1 but the worker's death
+            continue
+
+
+def _start_pid_namespace() -> bool:
+    """Put everything the worker starts from now on into a new pid namespace with a watchful pid 1."""
+    if not linux.unshare(linux.CLONE_NEWPID):
+        return False
+    r, w = os.pipe()
+    pid = os.fork()  # the first child: pid 1 of the new namespace
+    if pid == 0:
+        os.close(w)
+        _pid_init(r)
+    os.close(r)
+    os.set_inheritable(w, False)
+    _init_keepalive.append(w)
+    return True
 
 
 def _set(limit: int, value: int) -> bool:
@@ -254,6 +300,10 @@ def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds
         if "network" not in enforced:
             enforced["network"] = "audit hook (Python code only)"
     linux.set_parent_death_signal()  # after any uid change, which clears it
+    # after Landlock: its pid 1 must share the worker's domain, or Landlock's signal scoping would stop the
+    # worker's death signal from reaching it
+    if enforced.get("user", "").startswith("own user namespace") and _start_pid_namespace():
+        enforced["process tree"] = "own pid namespace: whatever it starts dies with it"
     os.register_at_fork(before=_remember_forker, after_in_child=_die_with_forker)
     if os.getppid() != parent_pid:  # the trainer died before the prctl
         os._exit(0)
