@@ -76,7 +76,7 @@ def test_adaptive_kl_in_the_trainer_moves_beta_by_the_batch_size(tmp_path) -> No
             "train.save_every=0",
             "algo.kl_target=1e-9",  # KL far above target: clip at +0.2
             "algo.kl_horizon=100",
-            "algo.value_pretrain_steps=0",
+            "critic.pretrain_max_steps=0",
             "reward.functions=[toy_rewards:vowel_frac]",
         ],
     )

@@ -45,7 +45,7 @@ def metrics(run_dir: Path) -> list[dict]:
 def test_every_recipe_runs_three_steps(recipe: str, tmp_path: Path) -> None:
     extra = ["algo.max_gen_rounds=8"]
     if "gae" in build_config(recipe).algo.advantage:
-        extra.append("algo.value_pretrain_steps=1")
+        extra.append("critic.pretrain_max_steps=1")
     trainer, summary = run(recipe, tmp_path, 3, extra)
     rows = [r for r in metrics(tmp_path) if "time/step" in r]
     assert [r["step"] for r in rows] == [1, 2, 3]

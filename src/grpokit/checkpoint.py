@@ -128,3 +128,14 @@ def load_checkpoint(
         obj.load_state_dict(ts["extra"][name])
     set_rng_state(ts["rng"])
     return state
+
+
+def recorded_precision(run_dir: Path) -> str | None:
+    """The resolved precision (`fp32`, `bf16-autocast`, ...) the latest checkpoint of `run_dir` was trained in."""
+    path = latest_checkpoint(Path(run_dir))
+    if path is None:
+        return None
+    try:
+        return json.loads((path / "state.json").read_text()).get("precision")
+    except (OSError, json.JSONDecodeError):
+        return None

@@ -96,7 +96,14 @@ def _run_training(cfg: Any, run_dir: Path, resume: bool, eval_samples: int) -> d
 
     display = Display(cfg.train.steps)
     display.message(f"grpokit: recipe {cfg.recipe}, task {cfg.data.task}, model {cfg.model.name}, run {run_dir}")
-    trainer = Trainer(cfg, run_dir)
+    session = None
+    if resume:
+        from .checkpoint import recorded_precision
+        from .session import open_session
+
+        # the precision the run trained in, not a fresh `auto` probe (a noisy probe could flip bf16 <-> fp32)
+        session = open_session(cfg, precision=recorded_precision(run_dir))
+    trainer = Trainer(cfg, run_dir, session=session)
     if resume:
         step = trainer.restore()
         display.message(f"resumed from step {step}")

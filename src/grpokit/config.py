@@ -19,6 +19,8 @@ import yaml
 
 from .algos.compose import AlgoConfig
 
+VAPO_ALPHA_TIMES_LMAX = 50.0
+
 
 class ConfigError(ValueError):
     """A bad configuration key or value."""
@@ -111,6 +113,30 @@ class MonitorConfig:
 
 
 @dataclass
+class CriticConfig:
+    """The value model of the PPO family (`grpokit.critic`): its kind, optimizer and value pretraining.
+
+    Its own AdamW (`lr`, `max_grad_norm`, linear warm-up over `warmup_steps`), so the regression learns at its
+    own rate (a value head at the policy's lr of 1e-6..1e-5 barely moves). Value pretraining (VC-PPO, VAPO: about
+    50 steps) runs before the first policy step and stops at the first of: explained variance >= `pretrain_ev` on
+    `pretrain_patience` consecutive fresh batches (measured before each is trained on, so held out), or
+    `pretrain_max_steps` batches; each batch is trained on `pretrain_epochs` times.
+    """
+
+    kind: str = "head"  # head (linear, detached policy features) | mlp | model (separate value model)
+    model: str | None = None  # kind=model: a local causal-LM directory to start from (default: the policy)
+    lr: float = 1e-3
+    max_grad_norm: float = 1.0
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    mlp_hidden: int = 256
+    pretrain_max_steps: int = 0
+    pretrain_ev: float = 0.5
+    pretrain_patience: int = 2
+    pretrain_epochs: int = 4
+
+
+@dataclass
 class Config:
     """A whole run."""
 
@@ -121,6 +147,7 @@ class Config:
     reward: RewardConfig = field(default_factory=RewardConfig)
     algo: AlgoConfig = field(default_factory=AlgoConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,6 +155,10 @@ class Config:
 
     def resolve(self) -> Config:
         """Fill derived values and validate everything."""
+        if self.algo.gae_alpha is None and self.algo.takes("gae_alpha"):
+            # VAPO length-adaptive lambda = 1 - 1/(alpha L) (spec §11): alpha L_max = 50 keeps lambda in the range
+            # the paper's alpha 0.05 gives over 100..1000 tokens (0.8 .. 0.98) over L_max/10 .. L_max here
+            self.algo.gae_alpha = VAPO_ALPHA_TIMES_LMAX / self.rollout.max_new_tokens
         if self.algo.loss_agg == "constant-norm" and not self.algo.l_norm:
             self.algo.l_norm = float(self.rollout.max_new_tokens)
         if 0 < self.algo.overlong_cache < 1:
@@ -166,6 +197,17 @@ class Config:
                 "use auto, fp32, bf16-autocast or bf16",
             ),
             ("reward.max_fail_frac", 0 <= self.reward.max_fail_frac <= 1, "use a fraction in [0, 1]"),
+            ("critic.kind", self.critic.kind in ("head", "mlp", "model"), "use head, mlp or model"),
+            ("critic.lr", self.critic.lr > 0, "use a positive learning rate"),
+            ("critic.max_grad_norm", self.critic.max_grad_norm > 0, "use a positive norm"),
+            ("critic.pretrain_max_steps", self.critic.pretrain_max_steps >= 0, "use 0 (off) or more"),
+            ("critic.pretrain_patience", self.critic.pretrain_patience >= 1, "use 1 or more"),
+            ("critic.pretrain_epochs", self.critic.pretrain_epochs >= 1, "use 1 or more"),
+            (
+                "critic.model",
+                self.critic.model is None or self.critic.kind == "model",
+                "critic.model is read only with critic.kind=model: set that too, or drop critic.model",
+            ),
             (
                 "algo.overlong_cache",
                 not self.algo.soft_overlong or 0 < self.algo.overlong_cache <= self.rollout.max_new_tokens,

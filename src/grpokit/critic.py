@@ -17,32 +17,13 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
+from .config import CriticConfig
 from .prefix import shared_prefix_hidden
-
-
-@dataclass
-class CriticConfig:
-    """`critic.*` keys. Pretraining stops at the first of: `pretrain_ev` reached on `pretrain_patience`
-    consecutive fresh batches (explained variance measured before the batch is trained on, so held out), or
-    `pretrain_max_steps` batches."""
-
-    kind: str = "head"  # head | mlp | model
-    model: str | None = None  # `kind=model`: a local causal-LM directory to initialise from (default: the policy)
-    lr: float = 1e-3
-    max_grad_norm: float = 1.0
-    warmup_steps: int = 0
-    weight_decay: float = 0.0
-    mlp_hidden: int = 256
-    pretrain_max_steps: int = 0
-    pretrain_ev: float = 0.5
-    pretrain_patience: int = 2
-    pretrain_epochs: int = 4  # optimizer passes over each pretraining batch
 
 
 def _zero_last(layer: nn.Linear) -> nn.Linear:

@@ -7,6 +7,7 @@ import time
 
 import torch
 
+from .phases.scoring import completion_id_lists
 from .session import Session
 
 
@@ -27,7 +28,7 @@ def evaluate(session: Session, n_samples: int = 1, *, seed: int = 0) -> dict[str
             session.sampling_params(n=n_samples, temperature=session.cfg.rollout.eval_temperature),
         )
     examples = [session.data.held_out[int(i)] for i in out.prompt_index]
-    res = session.rewards.score(out.texts, examples)
+    res = session.rewards.score(out.texts, examples, completion_ids=completion_id_lists(out))
     acc = torch.tensor(res.accuracy, dtype=torch.float64).nan_to_num(0.0)
     return {
         "eval/accuracy": float(acc.mean()),

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .monitor.autopilot import write_rows
-from .trainer import Trainer
+from .trainer import Trainer, monitor_context
 
 
 def fit(trainer: Trainer, display: Any = None, *, eval_before: bool = True, eval_samples: int = 1) -> dict[str, Any]:
@@ -55,7 +55,8 @@ def _fit(trainer: Trainer, display: Any, *, eval_before: bool, eval_samples: int
         trainer.history.append(metrics)
         if display:
             display.step_done(trainer.step, metrics, trainer.monitor.active())
-        for alert in new_alerts:
+        escalated = [a for a in getattr(trainer.monitor, "escalated", []) if a not in new_alerts]
+        for alert in [*new_alerts, *escalated]:  # an escalation is logged and shown again with its new severity
             if log is not None:
                 log.alert(alert.to_dict())
             if display:
@@ -110,6 +111,8 @@ def _autopilot_react(trainer: Trainer, display: Any, alerts: list[Any], metrics:
     if trainer.autopilot is None:
         return
     rows = trainer.autopilot.react(trainer.step, alerts, metrics)
+    if rows:
+        trainer.monitor_context.update(monitor_context(trainer.cfg))  # detectors see the fixes now in force
     if rows and trainer.log is not None:
         write_rows(trainer.run_dir / "interventions.jsonl", rows)
     for r in rows:

@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from .phases.scoring import completion_id_lists
+
 GROUP_SIZES = (2, 4, 8, 16, 32, 64)
 ZV_TARGET = 0.5
 LOW_ENTROPY_NATS = 0.5  # absolute rule: below this the policy barely explores (seeds' rule)
@@ -235,7 +237,9 @@ def _measure(session: Any, n_prompts: int) -> dict[str, Any]:
     out = session.engine.generate([session.data.train_tokens[i] for i in idx], session.sampling_params())
     timings["generate"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    res = session.rewards.score(out.texts, [examples[int(i)] for i in out.prompt_index])
+    res = session.rewards.score(
+        out.texts, [examples[int(i)] for i in out.prompt_index], completion_ids=completion_id_lists(out)
+    )
     timings["score"] = time.perf_counter() - t0
     acc = torch.tensor(res.accuracy, dtype=torch.float64).nan_to_num(0.0)
     rewards = torch.tensor(res.rewards, dtype=torch.float64)

@@ -15,6 +15,7 @@ import copy
 import dataclasses
 import math
 import time
+import types
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from . import algos
 from .batch import Batch
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import Config
-from .critic import CriticConfig, CriticOptimizer, build_critic, pretraining_done
+from .critic import CriticOptimizer, build_critic, pretraining_done
 from .evaluation import evaluate
 from .kl_placement import make_placement
 from .models import load_model_and_tokenizer
@@ -65,13 +66,13 @@ def monitor_context(cfg: Config) -> dict[str, Any]:
         "epochs": t.epochs,
         "mini_batches": t.mini_batches,
         "is_correction": a.is_correction,
+        "entropy_coef": a.entropy_coef,
+        "temperature": cfg.rollout.temperature,
+        "max_gen_rounds": a.max_gen_rounds,
+        "kl_controller": a.kl_controller,
+        "soft_overlong": a.soft_overlong,
         "recipe": cfg.recipe,
     }
-
-
-def critic_config(cfg: Config) -> CriticConfig:
-    """The run's `critic.*` section."""
-    return getattr(cfg, "critic", None) or CriticConfig()
 
 
 def make_kl_controller(algo: Any) -> Any:
@@ -92,7 +93,7 @@ class Trainer:
         a = cfg.algo
         self.reference = make_reference(self.model, a)
         self.placement = make_placement(a)
-        self.critic_cfg = critic_config(cfg)
+        self.critic_cfg = cfg.critic
         self.critic = self.critic_opt = None
         if a.uses_critic:
             self.critic = build_critic(self.model, self.critic_cfg, self.device, self._load_critic_trunk)
@@ -108,7 +109,8 @@ class Trainer:
         self.group_counter = 0
         self.history: list[dict[str, Any]] = []
         self.on_phase: Any = None
-        self.monitor = Monitor(monitor_context(cfg), cfg.monitor.thresholds)
+        self.monitor_context = monitor_context(cfg)  # shared by every detector; refreshed after autopilot changes
+        self.monitor = Monitor(self.monitor_context, cfg.monitor.thresholds)
         self.autopilot: Autopilot | None = None
         if cfg.train.autopilot:
             t = cfg.train
@@ -205,6 +207,7 @@ class Trainer:
             group_start=self.group_counter,
             pad_id=self.engine.pad_id,
             timings=timings,
+            trainer_state=types.SimpleNamespace(global_step=self.step, max_steps=self.cfg.train.steps),
         )
         self._rounds.append(res)
         self.group_counter += len(idx)

@@ -159,8 +159,6 @@ class AlgoConfig:
     # critic (§2, §11, §13)
     vf_coef: float = 0.0
     value_clip: float | None = 0.5
-    value_pretrain_steps: int = 0
-    critic_lr: float = 5e-6
     nll_coef: float = 0.0
     # reward given to truncated responses instead of their score (ORZ: 0, T1: -1); None keeps the score
     truncated_reward: float | None = None

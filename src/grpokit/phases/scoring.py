@@ -44,16 +44,24 @@ def score_rollout(
     group_start: int,
     pad_id: int,
     timings: dict[str, float],
+    trainer_state: Any = None,
 ) -> tuple[Batch, Any]:
-    """Score and shape one round's completions; returns (Batch with group ids from `group_start`, RewardResult)."""
+    """Score and shape one round's completions; returns (Batch with group ids from `group_start`, RewardResult).
+
+    TRL-style rewards also get each completion's token ids and `trainer_state` (global_step, max_steps)."""
     t0 = time.perf_counter()
     per_sample = [examples[idx[int(i)]] for i in out.prompt_index]
-    res = rewards_mgr.score(out.texts, per_sample)
+    res = rewards_mgr.score(out.texts, per_sample, completion_ids=completion_id_lists(out), trainer_state=trainer_state)
     timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t0
     rewards = torch.tensor(res.rewards, dtype=torch.float32)
     accuracy = torch.tensor(res.accuracy, dtype=torch.float32).nan_to_num(0.0)
     rewards = shape_rewards(algo, max_new_tokens, rewards, out.lengths, out.truncated)
     return from_rollout(out, rewards, accuracy, group_start, idx, pad_id), res
+
+
+def completion_id_lists(out: RolloutOutput) -> list[list[int]]:
+    """Each completion's generated token ids (EOS included, padding dropped)."""
+    return [out.completion_ids[i, : int(out.lengths[i])].tolist() for i in range(len(out.texts))]
 
 
 def merge_round_metrics(rounds: list[Any]) -> dict[str, float]:
