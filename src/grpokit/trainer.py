@@ -25,7 +25,7 @@ from . import algos
 from .batch import Batch
 from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from .config import Config
-from .critic import CriticOptimizer, build_critic, pretraining_done
+from .critic import CriticOptimizer, build_critic
 from .evaluation import evaluate
 from .kl_placement import make_placement
 from .models import load_model_and_tokenizer
@@ -37,6 +37,7 @@ from .phases.rollout import PromptStream, sample_groups
 from .phases.scoring import merge_round_metrics, score_rollout
 from .phases.signals import step_signals
 from .phases.update import DistInfo, Learner, run_update
+from .phases.value_pretrain import pretrain_critic
 from .reference import make_reference
 from .runlog import RunLog
 from .session import Session, open_session
@@ -314,43 +315,9 @@ class Trainer:
         metrics["entropy/coef"] = self.ent_coef.value
         metrics["train/lr"] = self.optimizer.param_groups[0]["lr"]
 
-    # ------------------------------------------------------------------------------------ value pretraining
-
     def pretrain_critic(self) -> list[dict[str, float]]:
-        """Value pretraining (VC-PPO / VAPO, spec §11): the policy is fixed; the critic regresses the returns of
-        fresh rollouts until its explained variance, measured on each batch *before* training on it (so held
-        out), reaches `critic.pretrain_ev` on `critic.pretrain_patience` consecutive batches, or for at most
-        `critic.pretrain_max_steps` batches. Returns one row per batch."""
-        cc = self.critic_cfg
-        if self.critic is None or cc.pretrain_max_steps <= 0 or self.step > 0:
-            return []
-        rows: list[dict[str, float]] = []
-        history: list[float] = []
-        while not pretraining_done(history, cc):
-            timings: dict[str, float] = {}
-            self._rounds = []
-            b = self.draw(timings)
-            self.prepare(b, timings)
-            history.append(algos.explained_variance(b.returns, b.values, b.mask))
-            for epoch in range(cc.pretrain_epochs):
-                m, _ = run_update(
-                    self.learner(),
-                    b,
-                    timings,
-                    step=10**6 + len(history) * 100 + epoch,
-                    kl_coef=0.0,
-                    entropy_coef=0.0,
-                    train_policy=False,
-                )
-            rows.append(
-                {
-                    "critic_pretrain/step": float(len(history)),
-                    "critic_pretrain/explained_variance": history[-1],
-                    "critic_pretrain/value_loss": m.get("critic/value_loss", float("nan")),
-                    "critic_pretrain/reward_mean": float(torch.nan_to_num(b.rewards).mean()),
-                }
-            )
-        return rows
+        """Value pretraining before the first policy step (see `grpokit.phases.value_pretrain`)."""
+        return pretrain_critic(self)
 
     # ------------------------------------------------------------------------------------------- eval
 

