@@ -61,6 +61,7 @@ def test_registry_holds_one_documented_detector_per_failure_mode() -> None:
         "noisy_reward",
         "numerical",
         "saturation",
+        "short_batch",
     }
     for name, cls in DETECTORS.items():
         assert cls.name == name and cls.__doc__ and cls.requires
@@ -513,6 +514,7 @@ STORM = {
     "train/nonfinite_grad": 1.0,
     "train/nonfinite_loss": 1.0,
     "reward/mean": NAN,
+    "sampling/short_batch": 1.0,
 }
 
 
@@ -581,6 +583,7 @@ def test_healthy_rows_raise_nothing() -> None:
                 "actor/loss": 0.01 * rng.random(),
                 "train/grad_norm": 1.0 + rng.random(),
                 "train/nonfinite_grad": 0.0,
+                "sampling/short_batch": 0.0,
             }
         )
     mon = Monitor(
@@ -703,3 +706,21 @@ def test_thresholds_cannot_name_methods_or_derived_properties() -> None:
     for bad in ("min_steps", "check", "observe", "_update"):
         with pytest.raises(ValueError, match="no threshold"):
             EntropyCollapse(None, **{bad: 1})
+
+
+def test_short_batch_fires_when_partial_dynamic_sampling_keeps_training_on_short_batches() -> None:
+    """`algo.ds_shortfall=partial` (opt-in): short batches in >= half of the last 5 steps is an alert saying why
+    (all-correct groups: the task is learned) and what to do; full batches and non-DS runs stay quiet."""
+    from grpokit.monitor.detectors import ShortBatch
+
+    det = ShortBatch({"dynamic_sampling": True})
+    full = {"sampling/rounds": 2.0, "sampling/short_batch": 0.0, "train/batch_size": 32.0}
+    short = {**full, "sampling/rounds": 4.0, "sampling/short_batch": 1.0, "zv/all_correct": 0.9, "zv/all_wrong": 0.0}
+    fired = [det.observe(s, short if s >= 3 else full) for s in range(1, 8)]
+    alerts = [a for a in fired if a is not None]
+    assert len(alerts) == 1 and alerts[0].fired_at == 5 and alerts[0].evidence["short_frac"] == 0.6
+    assert "task is learned" in alerts[0].fix and "max_gen_rounds" in alerts[0].fix
+    quiet = ShortBatch({"dynamic_sampling": True})
+    assert all(quiet.observe(s, full) is None for s in range(1, 10))
+    grpo = ShortBatch({"dynamic_sampling": False})
+    assert all(grpo.observe(s, short) is None for s in range(1, 10))

@@ -52,6 +52,7 @@ def _prefilter_metrics(batches: list[Batch], rounds: int) -> dict[str, float]:
     allb = Batch.concat(batches)
     m = zero_variance_signals(allb.rewards, allb.accuracy, allb.group_ids)
     m["sampling/rounds"] = float(rounds)
+    m["sampling/short_batch"] = 0.0  # 1.0 when dynamic sampling trains on a short batch (ds_shortfall=partial)
     m["sampling/generated_groups"] = float(len(torch.unique(allb.group_ids)))
     return m
 
