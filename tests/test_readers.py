@@ -403,7 +403,7 @@ def test_grpokit_config_travels_with_the_tensorboard_events(tmp_path) -> None:
 
 def test_openrlhf_tensorboard_tags(tmp_path) -> None:
     """OpenRLHF's TensorboardLogger writes `train/<metric>` per global step (names from its source, commit 3c3be62);
-    no public OpenRLHF log was found for the corpus, so the events are written here with its tag names."""
+    the corpus's OpenRLHF logs are consoles, so the events are written here with its tag names."""
     from torch.utils.tensorboard import SummaryWriter
 
     w = SummaryWriter(str(tmp_path / "openrlhf_run"))
@@ -438,3 +438,90 @@ def test_openrlhf_tables_only_target_canonical_names() -> None:
 
     for targets in OPENRLHF_NAMES.values():
         assert set(targets) <= CANONICAL
+
+
+# ------------------------------------------------------------------------------------------- OpenRLHF console
+
+
+def test_openrlhf_console_status_lines_of_a_real_run() -> None:
+    """`✨ Global step N: {...}` lines (OpenRLHF since April 2025) among Ray and vLLM output: the step is N and every
+    status name OpenRLHF shares with TensorBoard maps as it does there."""
+    log = read_run(REAL / "openrlhf_grpo_gptoss_truncated_last_steps")
+    assert log.source == "openrlhf-console" and log.flavor == "openrlhf" and log.steps == [84, 85]
+    assert _values(log, "reward/mean") == pytest.approx([0.5703125, 0.45703125])
+    assert _values(log, "length/truncation_rate") == pytest.approx([0.88671875, 0.90625])
+    assert _values(log, "length/mean") == pytest.approx([7641.890625, 7718.1484375])
+    assert _values(log, "actor/clipfrac") == pytest.approx([0.06995614752941037, 0.04411795508349314])
+    assert _values(log, "actor/ppo_kl") == pytest.approx([0.10706792049018077, 0.02901056964765303])
+    assert _values(log, "actor/pg_loss") == pytest.approx([0.19975168246310204, 0.07258933619596064])
+    assert _values(log, "kl_ref/k1") == [0.0, 0.0]
+    assert _values(log, "train/lr") == pytest.approx([1e-5, 1e-5])
+    # OpenRLHF's mean within-group reward std is not grpokit's batch reward std; entropy was not computed
+    assert "group_reward_std" in log.raw_names and "reward/std" not in log.available
+    assert "entropy/token_mean" not in log.available and log.notes == []
+
+
+def test_openrlhf_console_that_crashed_inside_its_first_update() -> None:
+    """Only the actor's `Train epoch` bar (short names, one postfix per micro-batch) and a crash at micro-batch 8
+    of 16: no step completed, and the notes say how far it got and why it stopped."""
+    log = read_run(REAL / "openrlhf_grpo_tdc_nan_in_step1")
+    assert log.source == "openrlhf-console" and log.rows == []
+    assert any("stopped at micro-batch 8 of 16 (epoch 1)" in n for n in log.notes)
+    assert any("RayTaskError(ValueError)" in n for n in log.notes)
+
+
+OPENRLHF_2024 = """Namespace(pretrain='Qwen/Qwen2.5-0.5B', max_epochs=1, rollout_batch_size=8, n_samples_per_prompt=4, \
+train_batch_size=16, eps_clip=0.2, advantage_estimator='group_norm', entropy_loss_coef=None)
+(ActorModelRayActor pid=11) Episode [1/2]:   0%|          | 0/3 [00:00<?, ?it/s]
+(ActorModelRayActor pid=11) Train epoch [1/1]:   0%|          | 0/2 [00:00<?, ?it/s]
+(ActorModelRayActor pid=11) Train epoch [1/1]:  50%|#####     | 1/2 [00:01<00:01, 1.0s/it, pg=0.1, rm=0.5, ret=0.4, \
+glen=100, tlen=150, kl=0.001, act_lr=1e-06]
+(CriticModelRayActor pid=12) Train epoch [1/1]:  50%|#####     | 1/2 [00:01<00:01, 1.0s/it, cri=0.3, vals=0.2, \
+cri_lr=9e-06]
+(ActorModelRayActor pid=11) Train epoch [1/1]: 100%|##########| 2/2 [00:02<00:00, 1.0s/it, pg=0.3, rm=0.7, ret=0.6, \
+glen=120, tlen=170, kl=0.003, act_lr=1e-06]
+(ActorModelRayActor pid=11) Episode [1/2]:  33%|###3      | 1/3 [00:05<00:10, 5.0s/it, policy_loss=0.2, kl=0.002, \
+reward=0.6, return=0.5, response_length=110, total_length=160, actor_lr=1e-06, critic_loss=0.3]
+(ActorModelRayActor pid=11) Episode [1/2]:  67%|######6   | 2/3 [00:10<00:05, 5.0s/it, policy_loss=0.2, kl=0.002, \
+reward=0.6, return=0.5, response_length=110, total_length=160, actor_lr=1e-06, critic_loss=0.3]
+(ActorModelRayActor pid=11) Episode [1/2]:  67%|######6   | 2/3 [00:11<00:05, 5.0s/it, policy_loss=-0.1, kl=0.004, \
+reward=0.8, return=0.7, response_length=90, total_length=140, actor_lr=1e-06, critic_loss=0.2]
+(ActorModelRayActor pid=11) Episode [1/2]: 100%|##########| 3/3 [00:15<00:00, 5.0s/it, policy_loss=-0.1, kl=0.004, \
+reward=0.8, return=0.7, response_length=90, total_length=140, actor_lr=1e-06, critic_loss=0.2]
+"""
+
+
+def test_openrlhf_console_episode_bar_status_numbered_by_update(tmp_path) -> None:
+    """2023 to early 2025: the Episode bar's postfix is the full status of the last PPO update and stays on the bar
+    until the next one, so each distinct postfix is one step; the arguments OpenRLHF prints give the context."""
+    f = tmp_path / "train_ppo_ray.log"
+    f.write_text(OPENRLHF_2024)
+    log = read_run(f)
+    assert log.source == "openrlhf-console" and log.steps == [1, 2]
+    assert _values(log, "reward/mean") == pytest.approx([0.6, 0.8])
+    assert _values(log, "kl_ref/k1") == pytest.approx([0.002, 0.004])
+    assert _values(log, "critic/value_loss") == pytest.approx([0.3, 0.2])
+    assert any("numbered in order from the Episode bar" in n for n in log.notes)
+    assert log.context == {
+        "trainer": "openrlhf",
+        "epochs": 1,
+        "mini_batches": 2,
+        "eps_low": 0.2,
+        "eps_high": 0.2,
+        "recipe": "group_norm",
+    }
+
+
+def test_openrlhf_console_train_epoch_bars_alone(tmp_path) -> None:
+    """A log with only the `Train epoch` bars (short names `pg=, rm=, glen=`): a completed pass is a step whose
+    values are the means over its micro-batches; the critic's bar is not the actor's."""
+    text = "\n".join(line for line in OPENRLHF_2024.splitlines() if "Episode" not in line)
+    f = tmp_path / "stderr.log"
+    f.write_text(text + "\n" + text.split("\n", 2)[2])  # the bars of a second update
+    log = read_run(f)
+    assert log.source == "openrlhf-console" and log.steps == [1, 2]
+    assert _values(log, "reward/mean") == pytest.approx([0.6, 0.6])
+    assert _values(log, "actor/pg_loss") == pytest.approx([0.2, 0.2])
+    assert _values(log, "length/mean") == pytest.approx([110.0, 110.0])
+    assert "critic/value_loss" not in log.available
+    assert any("mean of the micro-batch values" in n for n in log.notes)

@@ -32,7 +32,7 @@ def test_the_corpus_has_at_least_ten_runs_from_public_repositories() -> None:
     assert len(RUNS) >= 10 and len(runs) >= 10
     assert len({source(name)["repository"] for name in RUNS}) >= 6
     trainers = " ".join(source(name)["trainer"] for name in RUNS)
-    assert "TRL" in trainers and "verl" in trainers
+    assert "TRL" in trainers and "verl" in trainers and "OpenRLHF" in trainers
 
 
 @pytest.mark.parametrize("name", RUNS)

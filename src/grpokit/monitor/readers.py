@@ -14,9 +14,11 @@ Supported sources (the registry `READERS` holds them; `docs/doctor.md` has the s
   top-level one is absent. Rows come from `log_history`; names are mapped with `TRL_NAMES` (aliases across TRL
   versions included).
 - `console`: printed output. verl's console logger (lines `... step:N - key:value - ...`, values plain or
-  `np.float64(x)`; the config verl prints at start gives the context), or the per-step dicts transformers' Trainer
+  `np.float64(x)`; the config verl prints at start gives the context), the per-step dicts transformers' Trainer
   prints for TRL / Unsloth / ms-swift (`{'loss': ..., 'reward': ...}` among progress bars; the step comes from the
-  progress bar, and a file holding several trainings, e.g. SFT then GRPO, is split into runs).
+  progress bar, and a file holding several trainings, e.g. SFT then GRPO, is split into runs), or OpenRLHF's
+  output (`Global step N: {...}` status lines, else the status postfix of its `Episode` bar, else its `Train epoch`
+  bars; see `readers_openrlhf.py`), names mapped with `OPENRLHF_NAMES`.
 - `verl`: verl's JSONL file logger (`{"step": N, "data": {...}}` per line, or flat keys). Names: `VERL_NAMES` and
   `VERL_PATTERNS` (0.3+ names and older aliases such as `actor/entropy_loss`).
 - `wandb`: W&B run-history exports: the UI's CSV (`Step`, `<run> - <metric>` columns, several runs per file) or the
@@ -24,8 +26,7 @@ Supported sources (the registry `READERS` holds them; `docs/doctor.md` has the s
 - `tensorboard`: each directory of `events.out.tfevents.*` files is one run. Scalars are grouped by step; the tag
   flavour (grpokit, TRL's `train/...`/`eval/...` tags, verl, or OpenRLHF's `train/...` names in `OPENRLHF_NAMES`)
   is chosen by which mapping recognises the most tags; grpokit's config is read back from the `grpokit/config`
-  text summary (or the run's `config.yaml`). OpenRLHF logs reach grpokit this way (TensorBoard or a W&B export);
-  its console progress bars (running means within an epoch) are not read.
+  text summary (or the run's `config.yaml`).
 
 A directory is searched recursively and each run in it is read separately (never merged); a grpokit run
 directory or a TRL output directory is one run. Canonical names are grpokit's (see `signals.py` and the trainer);
@@ -44,6 +45,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from grpokit.monitor import readers_openrlhf
 
 NAN = float("nan")
 
@@ -223,6 +226,8 @@ OPENRLHF_NAMES: dict[str, tuple[str, ...]] = {
     "actor_lr": ("train/lr",),
     "critic_loss": ("critic/value_loss",),
 }
+# The console's short names (`act_loss`, `rm`, `glen`, ...) are expanded to these first
+# (`readers_openrlhf.SHORT_NAMES`).
 
 #: verl names with a variable part. `val-core/<data_source>/acc/mean@N` is held-out accuracy; when a run
 #: validates on several data sources (several names match) it is left unmapped rather than averaged.
@@ -244,7 +249,7 @@ _TRL_TB_PREFIXES = (("train/", ""), ("eval/", "eval_"))
 class RunLog:
     """A training log in canonical form."""
 
-    source: str  # "grpokit" | "trl" | "trl-console" | "verl" | "tensorboard" | "wandb"
+    source: str  # "grpokit" | "trl" | "trl-console" | "verl" | "openrlhf-console" | "tensorboard" | "wandb"
     rows: list[dict[str, float]]  # one per step, sorted by step; each has "step" and every name in `available`
     available: set[str]  # canonical names recorded at least once
     raw_names: set[str]  # the source's own metric names seen
@@ -359,7 +364,8 @@ def _prefixed_mapper(inner: Mapper, prefixes: tuple[tuple[str, str], ...]) -> Ma
 _TRL_MAPPER = _table_mapper(TRL_NAMES)
 _TRL_TB_MAPPER = _prefixed_mapper(_TRL_MAPPER, _TRL_TB_PREFIXES)
 _VERL_MAPPER = _table_mapper(VERL_NAMES, VERL_PATTERNS)
-_OPENRLHF_MAPPER = _prefixed_mapper(_table_mapper(OPENRLHF_NAMES), (("train/", ""), ("eval/", "eval_")))
+_OPENRLHF_CONSOLE_MAPPER = _table_mapper(OPENRLHF_NAMES)
+_OPENRLHF_MAPPER = _prefixed_mapper(_OPENRLHF_CONSOLE_MAPPER, (("train/", ""), ("eval/", "eval_")))
 
 
 def _grpokit_score(names: Iterable[str]) -> int:
@@ -695,7 +701,10 @@ def _tail_error(text: str) -> str | None:
     idx = max((i for i, line in enumerate(tail) if "Traceback (most recent call last)" in line), default=None)
     if idx is None or re.search(r"(ERROR|WARNING|INFO)[:\s].*Traceback", tail[idx]):
         return None
-    if any(_VERL_LINE.search(line) or _TRL_DICT.search(line) for line in tail[idx:]):
+    if any(
+        _VERL_LINE.search(line) or _TRL_DICT.search(line) or readers_openrlhf.GLOBAL_STEP.search(line)
+        for line in tail[idx:]
+    ):
         return None  # training went on after it
     for line in tail[idx + 1 :]:
         m = _ERROR_LINE.match(line.strip())
@@ -873,23 +882,30 @@ def _trl_console_segments(text: str) -> list[tuple[RawRows, list[str]]]:
 
 
 def _console_kind(text: str) -> str | None:
-    """'verl' or 'trl-console' for a text log, by which kind of metric line it holds more of."""
+    """'verl', 'trl-console' or 'openrlhf' for a text log, by which kind of metric line it holds more of."""
     sample = text[:_TEXT_SNIFF_BYTES]
     verl = sum(1 for line in sample.splitlines() if _VERL_LINE.search(_ANSI.sub("", line)))
-    trl = len(_TRL_DICT.findall(sample))
-    if not verl and not trl:
+    orlhf = readers_openrlhf.score(_ANSI.sub("", sample))
+    # an OpenRLHF status line is a dict too; count only the others as TRL's
+    trl = len(_TRL_DICT.findall(sample)) - len(readers_openrlhf.GLOBAL_STEP.findall(sample))
+    if not verl and trl <= 0 and not orlhf:
         # a training that printed its start but no step (it crashed or was stopped before step 1)
         if _VERL_START.search(sample):
             return "verl"
         if _TRAINER_START.search(sample):
             return "trl-console"
+        if readers_openrlhf.started(sample):
+            return "openrlhf"
         return None
+    if orlhf >= max(verl, trl):
+        return "openrlhf"
     return "verl" if verl >= trl else "trl-console"
 
 
 class ConsoleReader(Reader):
-    """Printed training output: verl's console logger, or the per-step dicts of transformers' Trainer (TRL,
-    Unsloth, ms-swift) mixed with progress bars. Any text file (`.log`, `.txt`, `.out`, `.md`, no suffix, ...)."""
+    """Printed training output: verl's console logger, the per-step dicts of transformers' Trainer (TRL, Unsloth,
+    ms-swift) mixed with progress bars, or OpenRLHF's status lines and progress bars. Any text file (`.log`,
+    `.txt`, `.out`, `.md`, no suffix, ...)."""
 
     name = "console"
 
@@ -910,6 +926,11 @@ class ConsoleReader(Reader):
         kind = _console_kind(text)
         err = _tail_error(text)
         tail = [f"the log ends with an error: {err}"] if err else []
+        if kind == "openrlhf":
+            rows, notes = readers_openrlhf.read(text)
+            raw = _ordered(rows, list(OPENRLHF_NAMES))
+            ctx = readers_openrlhf.context(text)
+            return [Segment(raw, _OPENRLHF_CONSOLE_MAPPER, "openrlhf", "", ctx, {}, notes + tail)]
         if kind == "verl":
             ctx = verl_context(text)
             segs = _verl_console_segments(text) or [{}]
@@ -1140,7 +1161,8 @@ _STRUCTURED_SUFFIXES = {".json", ".jsonl", ".csv", ".yaml", ".yml", ".parquet", 
 SUPPORTED = (
     "grpokit run directory (metrics.jsonl); "
     "TRL output directory or trainer_state.json (also checkpoint-*/trainer_state.json); "
-    "a console log of TRL/transformers (per-step dicts) or verl (lines 'step:N - key:value - ...'); "
+    "a console log of TRL/transformers (per-step dicts), verl (lines 'step:N - key:value - ...') or OpenRLHF "
+    "('Global step N: {...}' lines or its progress bars); "
     "verl JSONL metrics file; W&B history export (CSV or JSON); "
     "TensorBoard event file or directory (events.out.tfevents.*); or a folder holding any of these"
 )
@@ -1227,7 +1249,7 @@ def detect(path: str | Path) -> tuple[str, list[Path]]:
 
 def _source_name(reader: str, seg: Segment) -> str:
     if reader == "console":
-        return "verl" if seg.flavor == "verl" else "trl-console"
+        return {"verl": "verl", "openrlhf": "openrlhf-console"}.get(seg.flavor or "", "trl-console")
     return reader
 
 
