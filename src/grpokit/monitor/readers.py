@@ -706,9 +706,17 @@ def _tail_error(text: str) -> str | None:
         for line in tail[idx:]
     ):
         return None  # training went on after it
-    for line in tail[idx + 1 :]:
+    after = tail[idx + 1 :]
+    for i, line in enumerate(after):
         m = _ERROR_LINE.match(line.strip())
         if m:
+            # Ray wraps a worker's exception (`RayTaskError(ValueError): ray::Actor.fit() ...`): name the worker's own
+            # error line when the log prints it
+            inner = re.match(r"[\w.]*RayTaskError\((\w+)\)", m.group(1))
+            for later in after[i + 1 :] if inner else ():
+                m2 = _ERROR_LINE.match(later.strip())
+                if m2 and m2.group(1).startswith(inner.group(1) + ":"):
+                    return m2.group(1)[:200]
             return m.group(1)[:200]
     return None
 
