@@ -296,3 +296,35 @@ def test_advice_names_the_knob_of_the_trainer_that_wrote_the_log(tmp_path: Path)
     assert a["in_verl"]["algo.eps_high"] == "actor_rollout_ref.actor.clip_ratio_high"
     assert a["in_verl"]["algo.entropy_coef"] == "actor_rollout_ref.actor.entropy_coeff"
     assert "in verl: algo.eps_high -> actor_rollout_ref.actor.clip_ratio_high" in render(diag)
+
+
+def test_doctor_on_an_openrlhf_console_names_openrlhf_arguments(tmp_path: Path) -> None:
+    """An OpenRLHF console (the arguments it prints, then a `Global step N: {...}` line per step) whose responses hit
+    the generation limit in half the samples: a truncation alert whose fix names OpenRLHF's own arguments."""
+    lines = [
+        "Namespace(max_epochs=1, rollout_batch_size=32, n_samples_per_prompt=8, train_batch_size=64, "
+        "eps_clip_low_high=[0.2, 0.28], advantage_estimator='group_norm', dynamic_filtering=False)"
+    ]
+    lines += [
+        f"(PPOTrainer pid=7) INFO 03-09 15:00:42 ppo_trainer.py:1179] ✨ Global step {s}: {{'policy_loss': 0.01, "
+        f"'kl': 0.0, 'reward': 0.4, 'response_length': 1900.0, 'response_clip_ratio': 0.5, 'ppo_clip_ratio': 0.02}}"
+        for s in range(1, 9)
+    ]
+    f = tmp_path / "openrlhf.out"
+    f.write_text("\n".join(lines) + "\n")
+    diag = diagnose(f)
+    assert diag["source"] == "openrlhf-console"
+    assert diag["context"] == {
+        "trainer": "openrlhf",
+        "epochs": 1,
+        "mini_batches": 4,
+        "eps_low": 0.2,
+        "eps_high": 0.28,
+        "dynamic_sampling": False,
+        "recipe": "group_norm",
+    }
+    a = next(a for a in diag["alerts"] if a["mode"] == "truncation")
+    assert a["evidence"]["truncation_rate"] == 0.5
+    assert a["in_openrlhf"]["algo.soft_overlong"].startswith("--reward.overlong_buffer_len")
+    assert a["in_openrlhf"]["rollout.max_new_tokens"] == "--rollout.max_new_tokens (before 2026-04: --generate_max_len)"
+    assert "in openrlhf: algo.soft_overlong -> --reward.overlong_buffer_len" in render(diag)

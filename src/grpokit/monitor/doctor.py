@@ -54,7 +54,8 @@ RL_SIGNALS = (
 
 
 #: grpokit config keys named in fixes -> the same knob in the trainer that wrote the log (TRL: GRPOConfig fields,
-#: checked against TRL 1.13's; verl: config paths, checked against its printed config and docs/algo/dapo.md).
+#: checked against TRL 1.13's; verl: config paths, checked against its printed config and docs/algo/dapo.md;
+#: OpenRLHF: `train_ppo_ray` arguments).
 #: A key with no equivalent says so.
 TRAINER_KNOBS: dict[str, dict[str, str]] = {
     "trl": {
@@ -81,6 +82,22 @@ TRAINER_KNOBS: dict[str, dict[str, str]] = {
         "algo.loss_agg": "actor_rollout_ref.actor.loss_agg_mode",
         "train.lr": "actor_rollout_ref.actor.optim.lr",
         "rollout.max_new_tokens": "data.max_response_length",
+    },
+    # OpenRLHF's `train_ppo_ray` arguments, checked against its CLI at commit 3c3be62 (2026-08); they were renamed
+    # into groups on 2026-04-19 (commit ed62d0e), and the older flat names are given too
+    "openrlhf": {
+        "algo.eps_high": "--actor.eps_clip_low_high LOW HIGH (before 2026-04: --eps_clip_low_high)",
+        "algo.entropy_coef": "--actor.entropy_coef (before 2026-04: --entropy_loss_coef)",
+        "algo.dynamic_sampling": "--algo.dynamic_filtering_enable with --algo.dynamic_filtering_range "
+        "(before 2026-04: --dynamic_filtering)",
+        "algo.soft_overlong": "--reward.overlong_buffer_len with --reward.overlong_penalty_factor "
+        "(before 2026-04: --overlong_buffer_len)",
+        "algo.kl_controller": "--algo.kl.target (adaptive KL; before 2026-04: --kl_target)",
+        "algo.kl_coef": "--algo.kl.init_coef (before 2026-04: --init_kl_coef)",
+        "algo.kl_placement": "--algo.kl.use_loss (before 2026-04: --use_kl_loss)",
+        "algo.is_correction": "--algo.advantage.is_correction_enable (before 2026-04: --enable_vllm_is_correction)",
+        "train.lr": "--actor.adam.lr (before 2026-04: --actor_learning_rate)",
+        "rollout.max_new_tokens": "--rollout.max_new_tokens (before 2026-04: --generate_max_len)",
     },
 }
 _KEY = re.compile(r"\b(?:algo|train|rollout)\.[a-z_]+")
