@@ -459,6 +459,9 @@ def test_openrlhf_console_status_lines_of_a_real_run() -> None:
     # OpenRLHF's mean within-group reward std is not grpokit's batch reward std; entropy was not computed
     assert "group_reward_std" in log.raw_names and "reward/std" not in log.available
     assert "entropy/token_mean" not in log.available and log.notes == []
+    other = read_run(REAL / "openrlhf_grpo_gptoss_last_step_lr0")  # another run of the same fork, its last step
+    assert other.steps == [47] and _values(other, "train/lr") == [0.0]
+    assert _values(other, "length/truncation_rate") == pytest.approx([0.0390625])
 
 
 def test_openrlhf_console_that_crashed_inside_its_first_update() -> None:
