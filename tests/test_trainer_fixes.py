@@ -145,3 +145,17 @@ def test_dynamic_sampling_shortfall_is_an_error_naming_the_fix_and_partial_is_op
     r = [r for r in rows(tmp_path / "partial" / "metrics.jsonl") if "time/step" in r][0]
     assert r["sampling/short_batch"] == 1.0 and r["train/skipped_update"] == 1.0
     assert r["reward/sampled_n"] == 2 * 6 * 4  # two rounds of 3 x 2 prompts x G=4
+
+
+def test_same_answer_to_different_prompts_is_not_a_noisy_reward() -> None:
+    """"8" is right for 3+5 and wrong for 2+2: only repeats under one prompt may show verifier noise (the demo
+    raised a false critical alert when repeats were matched across prompts)."""
+    from grpokit.monitor.signals import reward_consistency_signals
+
+    texts = ["8", "8", "8", "8"]
+    rewards = torch.tensor([1.0, 1.0, 0.0, 0.0])
+    lengths = torch.tensor([1, 1, 1, 1])
+    across = reward_consistency_signals(texts, rewards, rewards, lengths, [0, 0, 1, 1])
+    assert across["reward/dup_inconsistency"] == 0.0
+    noisy = reward_consistency_signals(texts, torch.tensor([1.0, 0.0, 0.0, 0.0]), rewards, lengths, [0, 0, 1, 1])
+    assert noisy["reward/dup_inconsistency"] == 0.5

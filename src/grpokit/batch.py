@@ -36,6 +36,7 @@ class Batch:
     advantages: torch.Tensor | None = None
     returns: torch.Tensor | None = None
     keep: torch.Tensor | None = None
+    scores: torch.Tensor | None = None  # the reward functions' weighted sum before shaping (what the verifier said)
     extras: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:

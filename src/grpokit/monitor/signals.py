@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -109,16 +110,24 @@ def finite_or_nan(x: float) -> float:
 
 
 def reward_consistency_signals(
-    texts: list[str], rewards: torch.Tensor, accuracy: torch.Tensor, lengths: torch.Tensor
+    texts: list[str],
+    rewards: torch.Tensor,
+    accuracy: torch.Tensor,
+    lengths: torch.Tensor,
+    prompts: list[Any] | None = None,
 ) -> dict[str, float]:
-    """Verifier checks on one step's batch: the share of repeated completions (same text) whose rewards differ
-    (`reward/dup_inconsistency`, NaN without repeats), and the Pearson correlation of reward with response length
-    (`reward/length_corr`) and with correctness (`reward/acc_corr`)."""
+    """Verifier checks on one step's batch: the share of repeated completions (same text for the same prompt)
+    whose rewards differ (`reward/dup_inconsistency`, NaN without repeats), and the Pearson correlation of reward
+    with response length (`reward/length_corr`) and with correctness (`reward/acc_corr`).
+
+    `prompts` identifies each sample's prompt: the same answer to two different prompts (e.g. "8" to 3+5 and to
+    2+2) may rightly score differently, so only repeats under one prompt count."""
     ok = torch.isfinite(rewards)
-    by_text: dict[str, list[float]] = {}
-    for t, r, good in zip(texts, rewards.tolist(), ok.tolist()):
+    keys = prompts if prompts is not None else [None] * len(texts)
+    by_text: dict[tuple[Any, str], list[float]] = {}
+    for p, t, r, good in zip(keys, texts, rewards.tolist(), ok.tolist()):
         if good:
-            by_text.setdefault(t.strip(), []).append(r)
+            by_text.setdefault((p, t.strip()), []).append(r)
     repeated = [v for v in by_text.values() if len(v) > 1]
     out = {
         "reward/dup_inconsistency": (sum(max(v) - min(v) > 1e-6 for v in repeated) / len(repeated) if repeated else NAN)

@@ -55,8 +55,10 @@ def score_rollout(
     timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t0
     rewards = torch.tensor(res.rewards, dtype=torch.float32)
     accuracy = torch.tensor(res.accuracy, dtype=torch.float32).nan_to_num(0.0)
-    rewards = shape_rewards(algo, max_new_tokens, rewards, out.lengths, out.truncated)
-    return from_rollout(out, rewards, accuracy, group_start, idx, pad_id), res
+    shaped = shape_rewards(algo, max_new_tokens, rewards, out.lengths, out.truncated)
+    b = from_rollout(out, shaped, accuracy, group_start, idx, pad_id)
+    b.scores = rewards
+    return b, res
 
 
 def completion_id_lists(out: RolloutOutput) -> list[list[int]]:

@@ -27,7 +27,9 @@ def step_signals(
     m: dict[str, float] = {}
     kept = signals.reward_signals(b.rewards, b.accuracy)
     m.update({k.replace("reward/", "reward/kept_"): v for k, v in kept.items()})
-    m.update(signals.reward_consistency_signals(b.texts, b.rewards, b.accuracy, b.lengths))
+    # verifier checks read the verifier's own scores: shaping (soft overlong punishment) is length-based by design
+    scores = b.scores if b.scores is not None else b.rewards
+    m.update(signals.reward_consistency_signals(b.texts, scores, b.accuracy, b.lengths, b.example_index))
     cache = int(algo.overlong_cache) if algo.soft_overlong else 0
     m.update(signals.length_signals(b.lengths, b.truncated, b.accuracy, max_new_tokens, cache))
     if policy_entropy is not None:

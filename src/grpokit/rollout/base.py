@@ -9,6 +9,7 @@ in `ENGINES` and the trainer only talks to this interface.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -74,6 +75,29 @@ def special_ids(model: torch.nn.Module, tokenizer: object) -> tuple[int, list[in
     return int(pad if pad is not None else tokenizer.eos_token_id), sorted(eos_ids)
 
 
+def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-pad token id lists to [B, P] with an attention mask."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        if s:
+            ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+            mask[i, width - len(s) :] = 1
+    return ids, mask
+
+
+def completion_mask_from_ids(ids: torch.Tensor, eos_ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mask up to and including the first EOS; returns (mask [N,T], has_eos [N])."""
+    is_eos = torch.zeros_like(ids, dtype=torch.bool)
+    for e in eos_ids:
+        is_eos |= ids == e
+    has_eos = is_eos.any(1)
+    first = torch.where(has_eos, is_eos.float().argmax(1), torch.full_like(has_eos, ids.shape[1], dtype=torch.long))
+    t = torch.arange(ids.shape[1])[None, :]
+    return (t <= first[:, None]).long() * (t < ids.shape[1]).long(), has_eos
+
+
 class SharedModelEngine:
     """Base of the in-process engines: they sample with the learner's own model object, so weight sync is free."""
 
@@ -91,6 +115,32 @@ class SharedModelEngine:
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         self.model = model
+
+    def output(
+        self, prompts: list[list[int]], index: torch.Tensor, comp: torch.Tensor, samp: torch.Tensor, t0: float
+    ) -> RolloutOutput:
+        """The RolloutOutput of sampled `comp` [N,T] for the N (expanded) `prompts`: the response mask runs up to
+        and including the first EOS; a response without EOS is truncated; sampler log-probs are masked."""
+        cmask, has_eos = completion_mask_from_ids(comp, self.eos_ids)
+        lengths = cmask.sum(1)
+        pids, pmask = left_pad(prompts, self.pad_id)
+        texts = [
+            self.tokenizer.decode(comp[i, : int(lengths[i])].tolist(), skip_special_tokens=True)
+            for i in range(len(prompts))
+        ]
+        return RolloutOutput(
+            prompt_ids=pids,
+            prompt_mask=pmask,
+            completion_ids=comp,
+            completion_mask=cmask,
+            sampler_logp=samp * cmask,
+            eos=has_eos,
+            truncated=~has_eos,
+            prompt_index=index,
+            texts=texts,
+            gen_tokens=int(lengths.sum()),
+            seconds=time.perf_counter() - t0,
+        )
 
 
 ENGINES: dict[str, Callable[..., RolloutEngine]] = {}

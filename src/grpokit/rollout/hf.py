@@ -12,8 +12,7 @@ from collections.abc import Callable
 import torch
 
 from ..prefix import decoder_and_head, positions, prefill
-from .base import RolloutOutput, SamplingParams, SharedModelEngine, register_engine
-from .hf_generate import completion_mask_from_ids, left_pad
+from .base import RolloutOutput, SamplingParams, SharedModelEngine, left_pad, register_engine
 
 
 def process_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
@@ -56,28 +55,8 @@ class SharedPrefixSampler(SharedModelEngine):
             comp, samp = self._sample(prompts, params)
         finally:
             self.model.train(was_training)
-        n = len(prompts) * params.n
         index = torch.arange(len(prompts)).repeat_interleave(params.n)
-        cmask, has_eos = completion_mask_from_ids(comp, self.eos_ids)
-        lengths = cmask.sum(1)
-        truncated = ~has_eos
-        samp = samp * cmask
-        expanded = [p for p in prompts for _ in range(params.n)]
-        pids, pmask = left_pad(expanded, self.pad_id)
-        texts = [self.tokenizer.decode(comp[i, : int(lengths[i])].tolist(), skip_special_tokens=True) for i in range(n)]
-        return RolloutOutput(
-            prompt_ids=pids,
-            prompt_mask=pmask,
-            completion_ids=comp,
-            completion_mask=cmask,
-            sampler_logp=samp,
-            eos=has_eos,
-            truncated=truncated,
-            prompt_index=index,
-            texts=texts,
-            gen_tokens=int(lengths.sum()),
-            seconds=time.perf_counter() - t0,
-        )
+        return self.output([p for p in prompts for _ in range(params.n)], index, comp, samp, t0)
 
     def _sample(self, prompts: list[list[int]], params: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
         device = next(self.model.parameters()).device

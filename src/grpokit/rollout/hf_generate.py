@@ -9,30 +9,7 @@ from collections.abc import Callable
 
 import torch
 
-from .base import RolloutOutput, SamplingParams, SharedModelEngine, register_engine
-
-
-def left_pad(seqs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-pad token id lists to [B, P] with an attention mask."""
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        if s:
-            ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
-            mask[i, width - len(s) :] = 1
-    return ids, mask
-
-
-def completion_mask_from_ids(ids: torch.Tensor, eos_ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Mask up to and including the first EOS; returns (mask [N,T], has_eos [N])."""
-    is_eos = torch.zeros_like(ids, dtype=torch.bool)
-    for e in eos_ids:
-        is_eos |= ids == e
-    has_eos = is_eos.any(1)
-    first = torch.where(has_eos, is_eos.float().argmax(1), torch.full_like(has_eos, ids.shape[1], dtype=torch.long))
-    t = torch.arange(ids.shape[1])[None, :]
-    return (t <= first[:, None]).long() * (t < ids.shape[1]).long(), has_eos
+from .base import RolloutOutput, SamplingParams, SharedModelEngine, left_pad, register_engine
 
 
 @register_engine("hf-generate")
@@ -98,25 +75,4 @@ class HFGenerateEngine(SharedModelEngine):
             comp[row : row + g.shape[0], : g.shape[1]] = g
             samp[row : row + g.shape[0], : lp.shape[1]] = lp
             row += g.shape[0]
-        cmask, has_eos = completion_mask_from_ids(comp, self.eos_ids)
-        lengths = cmask.sum(1)
-        truncated = (~has_eos) & (lengths >= params.max_new_tokens)
-        samp = samp * cmask
-        pids, pmask = left_pad(expanded, self.pad_id)
-        texts = [
-            self.tokenizer.decode(comp[i, : int(lengths[i])].tolist(), skip_special_tokens=True)
-            for i in range(len(expanded))
-        ]
-        return RolloutOutput(
-            prompt_ids=pids,
-            prompt_mask=pmask,
-            completion_ids=comp,
-            completion_mask=cmask,
-            sampler_logp=samp,
-            eos=has_eos,
-            truncated=truncated,
-            prompt_index=index,
-            texts=texts,
-            gen_tokens=int(lengths.sum()),
-            seconds=time.perf_counter() - t0,
-        )
+        return self.output(expanded, index, comp, samp, t0)
