@@ -148,7 +148,7 @@ def test_dynamic_sampling_shortfall_is_an_error_naming_the_fix_and_partial_is_op
 
 
 def test_same_answer_to_different_prompts_is_not_a_noisy_reward() -> None:
-    """"8" is right for 3+5 and wrong for 2+2: only repeats under one prompt may show verifier noise (the demo
+    """ "8" is right for 3+5 and wrong for 2+2: only repeats under one prompt may show verifier noise (the demo
     raised a false critical alert when repeats were matched across prompts)."""
     from grpokit.monitor.signals import reward_consistency_signals
 
