@@ -724,3 +724,15 @@ def test_short_batch_fires_when_partial_dynamic_sampling_keeps_training_on_short
     assert all(quiet.observe(s, full) is None for s in range(1, 10))
     grpo = ShortBatch({"dynamic_sampling": False})
     assert all(grpo.observe(s, short) is None for s in range(1, 10))
+
+
+def test_length_correlation_matched_by_correctness_is_not_a_noisy_reward() -> None:
+    """The demo's end: short batches of one group where the wrong answers are one token longer give
+    length_corr = -1 and acc_corr = 1 at the same steps; then accuracy is constant (both NaN). Correctness explains
+    the reward as well as length does: no alert. A reward that moves with length while accuracy is constant fires."""
+    det = NoisyReward()
+    rows = [{"reward/length_corr": -1.0, "reward/acc_corr": 1.0}] * 3 + [{"reward/length_corr": NAN}] * 6
+    assert [det.observe(s, r) for s, r in enumerate(rows, 1)] == [None] * 9
+    hacked = NoisyReward()
+    alerts = [hacked.observe(s, {"reward/length_corr": 0.9, "reward/acc_corr": NAN}) for s in range(1, 7)]
+    assert [a for a in alerts if a is not None][0].evidence["length_corr"] == 0.9

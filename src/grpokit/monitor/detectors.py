@@ -852,9 +852,14 @@ class NoisyReward(Windowed):
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
         super().__init__(context, **params)
         self.components: dict[str, StepWindow] = {}
+        # reward-correctness correlation at the same steps as the length correlation (0 where accuracy was constant
+        # in the step: then only something else can have moved the reward)
+        self.acc = StepWindow(self.window)
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
-        self.push(step, m)
+        if self.push(step, m) is not None:
+            a = _finite(m, "reward/acc_corr")
+            self.acc.add(step, a if math.isfinite(a) else 0.0)
         for key in [k for k in m if isinstance(k, str) and k.startswith("reward/corr/")]:
             v = _finite(m, key)
             if math.isfinite(v):
@@ -874,8 +879,12 @@ class NoisyReward(Windowed):
                 [],
             )
         acc_corr = _finite(m, "reward/acc_corr")
+        acc_vals = self.acc.values()
+        acc_mean = statistics.fmean(acc_vals) if acc_vals else math.nan
         if self.full() and abs(self.mean()) > self.corr_max:
-            if not math.isfinite(acc_corr) or abs(acc_corr) < abs(self.mean()):
+            # compared over the same steps: a step with a single tiny group can correlate reward with length and
+            # with correctness alike (both |r| = 1); that is not a length-tracking reward
+            if not math.isfinite(acc_mean) or abs(acc_mean) < abs(self.mean()):
                 return True, Alert(
                     self.mode,
                     self.name,
