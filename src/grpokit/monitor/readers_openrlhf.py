@@ -65,18 +65,13 @@ def _to_float(v: Any) -> float | None:
 
 
 def _status_dict(line: str, start: int) -> dict[str, float]:
-    from grpokit.monitor.readers import _dict_at
+    from grpokit.monitor.readers import _dict_at, _numeric_items
 
     d = _dict_at(line, start)
     if d is None:
         end = line.find("}", start)
         d = dict(_KV.findall(line[start : end if end != -1 else len(line)]))
-    out = {}
-    for k, v in d.items():
-        f = _to_float(v)
-        if f is not None:
-            out[str(k)] = f
-    return out
+    return _numeric_items(d)
 
 
 def _postfix(inside: str) -> dict[str, float]:
