@@ -9,6 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from . import metric_names as mn
+
 
 def _f(x: Any, fmt: str = ".2f") -> str:
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
@@ -20,18 +22,18 @@ def health_line(step: int, total: int, m: dict[str, Any]) -> str:
     """One compact line of the §17 signals that matter most."""
     parts = [
         f"step {step}/{total}",
-        f"reward {_f(m.get('reward/mean'))}",
-        f"acc {_f(m.get('reward/accuracy'), '.0%')}",
-        f"H {_f(m.get('entropy/token_mean'))}",
-        f"zv {_f(m.get('zv/frac'))} (acc ✓{_f(m.get('zv/all_correct'))} ✗{_f(m.get('zv/all_wrong'))})",
+        f"reward {_f(m.get(mn.REWARD_MEAN))}",
+        f"acc {_f(m.get(mn.REWARD_ACCURACY), '.0%')}",
+        f"H {_f(m.get(mn.ENTROPY_TOKEN_MEAN))}",
+        f"zv {_f(m.get(mn.ZV_FRAC))} (acc ✓{_f(m.get(mn.ZV_ALL_CORRECT))} ✗{_f(m.get(mn.ZV_ALL_WRONG))})",
     ]
-    if "kl_ref/k3" in m:
-        parts.append(f"kl {_f(m.get('kl_ref/k3'), '.4f')}")
-    parts.append(f"clip lo/hi {_f(m.get('actor/clipfrac_low'))}/{_f(m.get('actor/clipfrac_high'))}")
-    parts.append(f"len {_f(m.get('length/mean'), '.1f')}")
-    if m.get("sampling/rounds", 1) > 1:
-        parts.append(f"rounds {int(m['sampling/rounds'])}")
-    parts.append(f"{_f(m.get('time/step'), '.1f')}s")
+    if mn.KL_REF_K3 in m:
+        parts.append(f"kl {_f(m.get(mn.KL_REF_K3), '.4f')}")
+    parts.append(f"clip lo/hi {_f(m.get(mn.ACTOR_CLIPFRAC_LOW))}/{_f(m.get(mn.ACTOR_CLIPFRAC_HIGH))}")
+    parts.append(f"len {_f(m.get(mn.LENGTH_MEAN), '.1f')}")
+    if m.get(mn.SAMPLING_ROUNDS, 1) > 1:
+        parts.append(f"rounds {int(m[mn.SAMPLING_ROUNDS])}")
+    parts.append(f"{_f(m.get(mn.TIME_STEP), '.1f')}s")
     return " | ".join(parts)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from .. import metric_names as mn
 from ..algos.masked import group_stats, masked_mean, masked_sum
 
 NAN = float("nan")
@@ -32,18 +33,18 @@ def zero_variance_signals(
     cnt_g, spread_g, acc_g, acc_spread_g = cnt[first], spread[first], acc_mean[first], acc_spread[first]
     eligible = cnt_g >= 2
     if not bool(eligible.any()):
-        keys = ("zv/frac", "zv/all_correct", "zv/all_wrong", "zv/sample_frac", "zv/acc_frac")
-        return {**{k: NAN for k in keys}, "zv/groups": 0.0}
+        keys = (mn.ZV_FRAC, mn.ZV_ALL_CORRECT, mn.ZV_ALL_WRONG, mn.ZV_SAMPLE_FRAC, mn.ZV_ACC_FRAC)
+        return {**{k: NAN for k in keys}, mn.ZV_GROUPS: 0.0}
     tol = 1e-8 if real_valued else 0.0
     zv = (spread_g <= tol) & eligible
     n = float(eligible.sum())
     return {
-        "zv/frac": float(zv.sum()) / n,
-        "zv/acc_frac": float(((acc_spread_g <= 1e-12) & eligible).sum()) / n,
-        "zv/all_correct": float(((acc_g >= 1.0 - 1e-9) & eligible).sum()) / n,
-        "zv/all_wrong": float(((acc_g <= 1e-9) & eligible).sum()) / n,
-        "zv/sample_frac": float((cnt_g * zv).sum() / (cnt_g * eligible).sum()),
-        "zv/groups": n,
+        mn.ZV_FRAC: float(zv.sum()) / n,
+        mn.ZV_ACC_FRAC: float(((acc_spread_g <= 1e-12) & eligible).sum()) / n,
+        mn.ZV_ALL_CORRECT: float(((acc_g >= 1.0 - 1e-9) & eligible).sum()) / n,
+        mn.ZV_ALL_WRONG: float(((acc_g <= 1e-9) & eligible).sum()) / n,
+        mn.ZV_SAMPLE_FRAC: float((cnt_g * zv).sum() / (cnt_g * eligible).sum()),
+        mn.ZV_GROUPS: n,
     }
 
 
@@ -57,13 +58,13 @@ def _first_index(group_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def entropy_signals(entropy: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
     """§17.2: token-mean entropy and the sequence-mean variant over non-empty sequences."""
     if int(mask.sum()) == 0:
-        return {"entropy/token_mean": NAN, "entropy/seq_mean": NAN}
+        return {mn.ENTROPY_TOKEN_MEAN: NAN, mn.ENTROPY_SEQ_MEAN: NAN}
     length = mask.sum(1)
     per_seq = masked_sum(entropy, mask, dim=1) / length.clamp(min=1)
     ne = length > 0
     return {
-        "entropy/token_mean": float(masked_mean(entropy, mask)),
-        "entropy/seq_mean": float(per_seq[ne].mean()),
+        mn.ENTROPY_TOKEN_MEAN: float(masked_mean(entropy, mask)),
+        mn.ENTROPY_SEQ_MEAN: float(per_seq[ne].mean()),
     }
 
 
@@ -82,15 +83,15 @@ def length_signals(
         return float(x.mean()) if x.numel() else NAN
 
     out = {
-        "length/mean": mean(lengths),
-        "length/min": float(lengths.min()) if lengths.numel() else NAN,
-        "length/max": float(lengths.max()) if lengths.numel() else NAN,
-        "length/correct_mean": mean(lengths[correct]),
-        "length/incorrect_mean": mean(lengths[~correct]),
-        "length/truncation_rate": mean(truncated.double()),
+        mn.LENGTH_MEAN: mean(lengths),
+        mn.LENGTH_MIN: float(lengths.min()) if lengths.numel() else NAN,
+        mn.LENGTH_MAX: float(lengths.max()) if lengths.numel() else NAN,
+        mn.LENGTH_CORRECT_MEAN: mean(lengths[correct]),
+        mn.LENGTH_INCORRECT_MEAN: mean(lengths[~correct]),
+        mn.LENGTH_TRUNCATION_RATE: mean(truncated.double()),
     }
     if cache_len > 0:
-        out["length/soft_zone_rate"] = mean((lengths > max_len - cache_len).double())
+        out[mn.LENGTH_SOFT_ZONE_RATE] = mean((lengths > max_len - cache_len).double())
     return out
 
 
@@ -98,10 +99,10 @@ def reward_signals(rewards: torch.Tensor, accuracy: torch.Tensor) -> dict[str, f
     ok = torch.isfinite(rewards)
     r = rewards[ok].double()
     return {
-        "reward/mean": float(r.mean()) if r.numel() else NAN,
-        "reward/std": float(r.std()) if r.numel() > 1 else NAN,
-        "reward/accuracy": float(accuracy[ok].double().mean()) if r.numel() else NAN,
-        "reward/valid_frac": float(ok.double().mean()) if ok.numel() else NAN,
+        mn.REWARD_MEAN: float(r.mean()) if r.numel() else NAN,
+        mn.REWARD_STD: float(r.std()) if r.numel() > 1 else NAN,
+        mn.REWARD_ACCURACY: float(accuracy[ok].double().mean()) if r.numel() else NAN,
+        mn.REWARD_VALID_FRAC: float(ok.double().mean()) if ok.numel() else NAN,
     }
 
 
@@ -129,15 +130,14 @@ def reward_consistency_signals(
         if good:
             by_text.setdefault((p, t.strip()), []).append(r)
     repeated = [v for v in by_text.values() if len(v) > 1]
-    out = {
-        "reward/dup_inconsistency": (sum(max(v) - min(v) > 1e-6 for v in repeated) / len(repeated) if repeated else NAN)
-    }
+    dup = sum(max(v) - min(v) > 1e-6 for v in repeated) / len(repeated) if repeated else NAN
+    out = {mn.REWARD_DUP_INCONSISTENCY: dup}
     r = rewards[ok].double()
-    for name, x in (("length", lengths[ok].double()), ("acc", accuracy[ok].double())):
+    for key, x in ((mn.REWARD_LENGTH_CORR, lengths[ok].double()), (mn.REWARD_ACC_CORR, accuracy[ok].double())):
         if r.numel() > 2 and float(r.std()) > 0 and float(x.std()) > 0:
-            out[f"reward/{name}_corr"] = float(torch.corrcoef(torch.stack([r, x]))[0, 1])
+            out[key] = float(torch.corrcoef(torch.stack([r, x]))[0, 1])
         else:
-            out[f"reward/{name}_corr"] = NAN
+            out[key] = NAN
     return out
 
 
@@ -151,5 +151,5 @@ def component_correlations(total: list[float], per_reward: dict[str, list[float]
         x = torch.tensor(per_reward[name], dtype=torch.float64)
         ok = torch.isfinite(t) & torch.isfinite(x)
         if int(ok.sum()) > 2 and float(t[ok].std()) > 0 and float(x[ok].std()) > 0:
-            out[f"reward/corr/{name}"] = float(torch.corrcoef(torch.stack([t[ok], x[ok]]))[0, 1])
+            out[f"{mn.REWARD_CORR_PREFIX}{name}"] = float(torch.corrcoef(torch.stack([t[ok], x[ok]]))[0, 1])
     return out

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from .. import algos
+from .. import metric_names as mn
 from ..algos.compose import AlgoConfig, compute_advantages
 from ..batch import Batch
 from ..kl_placement import KLPlacement
@@ -104,10 +105,10 @@ def advantage_metrics(b: Batch, algo: AlgoConfig) -> dict[str, float]:
     valid = adv_tok[b.mask.bool()]
     nan = float("nan")
     m = {
-        "adv/mean": float(valid.mean()) if valid.numel() else nan,
-        "adv/abs_mean": float(valid.abs().mean()) if valid.numel() else nan,
-        "adv/nonzero_frac": float((valid != 0).float().mean()) if valid.numel() else nan,
+        mn.ADV_MEAN: float(valid.mean()) if valid.numel() else nan,
+        mn.ADV_ABS_MEAN: float(valid.abs().mean()) if valid.numel() else nan,
+        mn.ADV_NONZERO_FRAC: float((valid != 0).float().mean()) if valid.numel() else nan,
     }
     if algo.advantage == "gpg":
-        m["gpg/alpha"] = algos.gpg_alpha(b.extras["scalar_rewards"], b.group_ids)[0]
+        m[mn.GPG_ALPHA] = algos.gpg_alpha(b.extras["scalar_rewards"], b.group_ids)[0]
     return m

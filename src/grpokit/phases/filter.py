@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import torch
 
+from .. import metric_names as mn
 from ..algos.compose import AlgoConfig
 from ..algos.shaping import group_keep_mask
 from ..batch import Batch
@@ -51,9 +52,9 @@ def _groups(b: Batch) -> list[torch.Tensor]:
 def _prefilter_metrics(batches: list[Batch], rounds: int) -> dict[str, float]:
     allb = Batch.concat(batches)
     m = zero_variance_signals(allb.rewards, allb.accuracy, allb.group_ids)
-    m["sampling/rounds"] = float(rounds)
-    m["sampling/short_batch"] = 0.0  # 1.0 when dynamic sampling trains on a short batch (ds_shortfall=partial)
-    m["sampling/generated_groups"] = float(len(torch.unique(allb.group_ids)))
+    m[mn.SAMPLING_ROUNDS] = float(rounds)
+    m[mn.SAMPLING_SHORT_BATCH] = 0.0  # 1.0 when dynamic sampling trains on a short batch (ds_shortfall=partial)
+    m[mn.SAMPLING_GENERATED_GROUPS] = float(len(torch.unique(allb.group_ids)))
     return m
 
 
@@ -92,19 +93,19 @@ def dapo_dynamic_sampling(draw: Draw, prompts: int, cfg: AlgoConfig) -> tuple[Ba
             return Batch.concat(kept), metrics
     metrics = _prefilter_metrics(drawn, len(drawn))
     if cfg.ds_shortfall == "partial":
-        metrics["sampling/short_batch"] = 1.0
+        metrics[mn.SAMPLING_SHORT_BATCH] = 1.0
         if kept:
             return Batch.concat(kept), metrics
         last = drawn[-1]
         last.extras["no_valid_group"] = True  # nothing to learn from: the trainer skips this step's update
-        metrics["sampling/no_valid_group"] = 1.0
+        metrics[mn.SAMPLING_NO_VALID_GROUP] = 1.0
         return last, metrics
     raise DynamicSamplingError(shortfall_message(n_kept, prompts, cfg, metrics))
 
 
 def shortfall_message(n_kept: int, prompts: int, cfg: AlgoConfig, metrics: dict[str, float]) -> str:
     """Why dynamic sampling could not fill the batch, and what to do about it."""
-    solved, failed = metrics.get("zv/all_correct", 0.0), metrics.get("zv/all_wrong", 0.0)
+    solved, failed = metrics.get(mn.ZV_ALL_CORRECT, 0.0), metrics.get(mn.ZV_ALL_WRONG, 0.0)
     head = (
         f"dynamic sampling kept {n_kept} of {prompts} groups after algo.max_gen_rounds={cfg.max_gen_rounds} rounds "
         f"of {math.ceil(cfg.ds_oversample * prompts)} prompts: {solved:.0%} of the groups drawn were all correct, "
@@ -147,5 +148,5 @@ def gpg_resampling(draw: Draw, prompts: int, cfg: AlgoConfig) -> tuple[Batch, di
             break
     chosen = (valid + degenerate)[:prompts]
     metrics = _prefilter_metrics(drawn, rnd)
-    metrics["gpg/valid_frac"] = min(len(valid), prompts) / max(len(chosen), 1)
+    metrics[mn.GPG_VALID_FRAC] = min(len(valid), prompts) / max(len(chosen), 1)
     return Batch.concat(chosen), metrics

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from .. import algos
+from .. import metric_names as mn
 from ..algos.compose import AlgoConfig
 from ..batch import Batch, from_rollout
 from ..data import Example
@@ -73,7 +74,7 @@ def merge_round_metrics(rounds: list[Any]) -> dict[str, float]:
     sizes = [len(r.rewards) for r in rounds]
     for key in {k for r in rounds for k in r.metrics}:
         vals = [(r.metrics[key], n) for r, n in zip(rounds, sizes) if key in r.metrics]
-        if key.endswith("seconds") or "/failures_" in key or key.endswith("batch_retries"):
+        if key.endswith("seconds") or key.startswith(mn.REWARD_FAILURES_PREFIX) or key == mn.REWARD_BATCH_RETRIES:
             out[key] = float(sum(v for v, _ in vals))
         else:
             finite = [(v, n) for v, n in vals if isinstance(v, (int, float)) and math.isfinite(v)]
@@ -88,5 +89,5 @@ def merge_round_metrics(rounds: list[Any]) -> dict[str, float]:
         )
     )
     out.update(signals.component_correlations(rewards, per_reward))
-    out["reward/sampled_n"] = float(len(rewards))
+    out[mn.REWARD_SAMPLED_N] = float(len(rewards))
     return out

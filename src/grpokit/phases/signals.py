@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from .. import algos
+from .. import metric_names as mn
 from ..algos.compose import AlgoConfig
 from ..batch import Batch
 from ..monitor import signals
@@ -26,7 +27,7 @@ def step_signals(
 ) -> dict[str, float]:
     m: dict[str, float] = {}
     kept = signals.reward_signals(b.rewards, b.accuracy)
-    m.update({k.replace("reward/", "reward/kept_"): v for k, v in kept.items()})
+    m.update({mn.kept(k): v for k, v in kept.items()})
     # verifier checks read the verifier's own scores: shaping (soft overlong punishment) is length-based by design
     scores = b.scores if b.scores is not None else b.rewards
     m.update(signals.reward_consistency_signals(b.texts, scores, b.accuracy, b.lengths, b.example_index))
@@ -36,11 +37,11 @@ def step_signals(
         m.update(signals.entropy_signals(policy_entropy, b.raw_mask))
     if policy_logp is not None:
         if b.ref_logp is not None:
-            m.update(algos.kl_metrics(policy_logp, b.ref_logp, b.raw_mask, prefix="kl_ref"))
+            m.update(algos.kl_metrics(policy_logp, b.ref_logp, b.raw_mask, prefix=mn.KL_REF_FAMILY))
         if b.init_logp is not None:
-            m.update(algos.kl_metrics(policy_logp, b.init_logp, b.raw_mask, prefix="kl_init"))
+            m.update(algos.kl_metrics(policy_logp, b.init_logp, b.raw_mask, prefix=mn.KL_INIT_FAMILY))
         ms = algos.mismatch_stats(policy_logp, b.sampler_logp, b.raw_mask, algo.is_c_max)
-        m.update({f"mismatch/{k}": v for k, v in ms.items()})
+        m.update({mn.MISMATCH_PREFIX + k: v for k, v in ms.items()})
     if b.values is not None and b.returns is not None:
-        m["critic/explained_variance"] = algos.explained_variance(b.returns, b.values, b.mask)
+        m[mn.CRITIC_EXPLAINED_VARIANCE] = algos.explained_variance(b.returns, b.values, b.mask)
     return m

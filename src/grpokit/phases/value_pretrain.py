@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from .. import algos
+from .. import metric_names as mn
 from ..critic import pretraining_done
 from .update import run_update
 
@@ -40,10 +41,10 @@ def pretrain_critic(trainer: Any) -> list[dict[str, float]]:
             )
         rows.append(
             {
-                "critic_pretrain/step": float(len(history)),
-                "critic_pretrain/explained_variance": history[-1],
-                "critic_pretrain/value_loss": m.get("critic/value_loss", float("nan")),
-                "critic_pretrain/reward_mean": float(torch.nan_to_num(b.rewards).mean()),
+                mn.CRITIC_PRETRAIN_STEP: float(len(history)),
+                mn.CRITIC_PRETRAIN_EXPLAINED_VARIANCE: history[-1],
+                mn.CRITIC_PRETRAIN_VALUE_LOSS: m.get(mn.CRITIC_VALUE_LOSS, float("nan")),
+                mn.CRITIC_PRETRAIN_REWARD_MEAN: float(torch.nan_to_num(b.rewards).mean()),
             }
         )
     return rows

@@ -1,0 +1,150 @@
+"""The metric keys grpokit writes to `metrics.jsonl` (and TensorBoard), one constant each, grouped by family.
+
+Signals, detectors, log readers, the report, the doctor and the console import these instead of repeating string
+literals, so a renamed metric is renamed everywhere. Definitions follow spec §17 where a signal is defined there.
+Foreign logs (TRL, verl, OpenRLHF) are mapped onto these names by `monitor/readers`.
+"""
+
+from __future__ import annotations
+
+# --- reward (spec §17.4): the verifier's scores over every generated sample of the step -----------------------
+REWARD_PREFIX = "reward/"
+REWARD_MEAN = "reward/mean"  # mean (shaped) reward over finite rewards
+REWARD_STD = "reward/std"  # sample standard deviation of the finite rewards
+REWARD_MIN = "reward/min"  # smallest reward (foreign logs; range checks)
+REWARD_MAX = "reward/max"  # largest reward (foreign logs; range checks)
+REWARD_ACCURACY = "reward/accuracy"  # mean correctness (accuracy score) over finite rewards
+REWARD_VALID_FRAC = "reward/valid_frac"  # share of samples with a finite reward
+REWARD_FAIL_FRAC = "reward/fail_frac"  # share of samples whose reward function failed
+REWARD_SECONDS = "reward/seconds"  # wall time of scoring the step
+REWARD_BATCH_RETRIES = "reward/batch_retries"  # batches re-scored one by one after a worker failure
+REWARD_SAMPLED_N = "reward/sampled_n"  # samples scored over every generation round
+REWARD_DUP_INCONSISTENCY = "reward/dup_inconsistency"  # repeated (prompt, text) pairs whose rewards differ
+REWARD_LENGTH_CORR = "reward/length_corr"  # Pearson correlation of reward with response length
+REWARD_ACC_CORR = "reward/acc_corr"  # Pearson correlation of reward with correctness
+REWARD_KEPT_PREFIX = "reward/kept_"  # reward/kept_mean, ...: the reward signals over the trained batch only
+REWARD_CORR_PREFIX = "reward/corr/"  # reward/corr/<component>: total reward vs. each non-first component
+REWARD_FAILURES_PREFIX = "reward/failures_"  # reward/failures_<kind>: failed samples by failure kind
+
+# --- zero-variance groups (spec §17.1) -----------------------------------------------------------------------
+ZV_PREFIX = "zv/"
+ZV_FRAC = "zv/frac"  # groups whose rewards are all equal (zero advantage)
+ZV_SAMPLE_FRAC = "zv/sample_frac"  # the sample-weighted zv/frac (TRL's frac_reward_zero_std)
+ZV_ACC_FRAC = "zv/acc_frac"  # groups whose accuracy is all equal (what DAPO's filter drops)
+ZV_ALL_CORRECT = "zv/all_correct"  # groups where every sample is correct
+ZV_ALL_WRONG = "zv/all_wrong"  # groups where every sample is wrong
+ZV_GROUPS = "zv/groups"  # groups with at least two finite rewards
+
+# --- token entropy (spec §17.2) ------------------------------------------------------------------------------
+ENTROPY_PREFIX = "entropy/"
+ENTROPY_TOKEN_MEAN = "entropy/token_mean"  # mean policy entropy over response tokens
+ENTROPY_SEQ_MEAN = "entropy/seq_mean"  # mean over non-empty sequences of each sequence's token-mean entropy
+ENTROPY_COEF = "entropy/coef"  # the (possibly adaptive) entropy-bonus coefficient
+
+# --- KL to the reference and to the initial policy (spec §17.3) ----------------------------------------------
+KL_REF_FAMILY = "kl_ref"  # the `prefix` given to algos.kl_metrics for KL to the reference
+KL_REF_PREFIX = "kl_ref/"
+KL_REF_K1 = "kl_ref/k1"  # token-mean k1 estimate of KL(pi || pi_ref)
+KL_REF_K3 = "kl_ref/k3"  # token-mean k3 estimate of KL(pi || pi_ref)
+KL_REF_SEQ = "kl_ref/seq"  # sequence-summed k1 per sample
+KL_INIT_FAMILY = "kl_init"  # the `prefix` given to algos.kl_metrics for KL to the initial policy
+KL_INIT_PREFIX = "kl_init/"
+KL_INIT_K1 = "kl_init/k1"  # token-mean k1 estimate of KL(pi || pi_init)
+KL_INIT_K3 = "kl_init/k3"  # token-mean k3 estimate of KL(pi || pi_init)
+KL_COEF = "kl/coef"  # the (possibly adaptive) KL coefficient beta
+
+# --- sampler/learner mismatch (spec §17.6) -------------------------------------------------------------------
+MISMATCH_PREFIX = "mismatch/"
+MISMATCH_RHO_MEAN = "mismatch/rho_mean"  # token-mean importance ratio pi_learner / pi_sampler
+MISMATCH_RHO_MAX = "mismatch/rho_max"  # largest token ratio
+MISMATCH_RHO_MIN = "mismatch/rho_min"  # smallest token ratio
+MISMATCH_FRAC_HIGH = "mismatch/frac_high"  # tokens whose ratio exceeds the IS cap
+MISMATCH_ABS_DIFF_MEAN = "mismatch/abs_diff_mean"  # token-mean |log pi_learner - log pi_sampler|
+MISMATCH_ABS_DIFF_MAX = "mismatch/abs_diff_max"  # largest |log-prob difference|
+MISMATCH_KL_K1 = "mismatch/kl_k1"  # k1 estimate of KL(sampler || learner)
+MISMATCH_KL_K3 = "mismatch/kl_k3"  # k3 estimate of KL(sampler || learner)
+
+# --- response length (spec §17.5) ----------------------------------------------------------------------------
+LENGTH_PREFIX = "length/"
+LENGTH_MEAN = "length/mean"  # mean response length in tokens
+LENGTH_MIN = "length/min"  # shortest response
+LENGTH_MAX = "length/max"  # longest response
+LENGTH_CORRECT_MEAN = "length/correct_mean"  # mean length of correct responses
+LENGTH_INCORRECT_MEAN = "length/incorrect_mean"  # mean length of incorrect responses
+LENGTH_TRUNCATION_RATE = "length/truncation_rate"  # share of responses that hit max_new_tokens
+LENGTH_SOFT_ZONE_RATE = "length/soft_zone_rate"  # share inside the soft overlong punishment zone
+
+# --- policy loss (the learner's `actor/*` outputs) -----------------------------------------------------------
+ACTOR_PREFIX = "actor/"
+ACTOR_LOSS = "actor/loss"  # total loss of the update
+ACTOR_PG_LOSS = "actor/pg_loss"  # policy-gradient term
+ACTOR_KL_LOSS = "actor/kl_loss"  # KL penalty term (KL in the loss)
+ACTOR_ENTROPY_BONUS = "actor/entropy_bonus"  # entropy bonus term
+ACTOR_NLL_LOSS = "actor/nll_loss"  # auxiliary NLL on positive samples (VAPO)
+ACTOR_ENTROPY_KEEP_FRAC = "actor/entropy_keep_frac"  # tokens kept by the top-entropy mask
+ACTOR_CLIPFRAC = "actor/clipfrac"  # tokens clipped on either side (foreign logs: verl pg_clipfrac, TRL region)
+ACTOR_CLIPFRAC_HIGH = "actor/clipfrac_high"  # positive-advantage tokens clipped above 1 + eps_high
+ACTOR_CLIPFRAC_LOW = "actor/clipfrac_low"  # negative-advantage tokens clipped below 1 - eps_low
+ACTOR_CLIPFRAC_DUAL = "actor/clipfrac_dual"  # negative-advantage tokens capped by dual clip c
+ACTOR_PPO_KL = "actor/ppo_kl"  # token-mean k1 of pi_old vs pi_theta during the update
+
+# --- critic --------------------------------------------------------------------------------------------------
+CRITIC_PREFIX = "critic/"
+CRITIC_VALUE_LOSS = "critic/value_loss"  # value-function loss
+CRITIC_EXPLAINED_VARIANCE = "critic/explained_variance"  # 1 - Var(returns - values) / Var(returns)
+CRITIC_GRAD_NORM = "critic/grad_norm"  # critic gradient norm before clipping
+CRITIC_LR = "critic/lr"  # critic learning rate
+CRITIC_PRETRAIN_PREFIX = "critic_pretrain/"
+CRITIC_PRETRAIN_STEP = "critic_pretrain/step"  # value-pretraining steps taken
+CRITIC_PRETRAIN_EXPLAINED_VARIANCE = "critic_pretrain/explained_variance"  # explained variance after the step
+CRITIC_PRETRAIN_VALUE_LOSS = "critic_pretrain/value_loss"  # value loss of the step
+CRITIC_PRETRAIN_REWARD_MEAN = "critic_pretrain/reward_mean"  # mean reward of the pretraining batch
+
+# --- the optimizer step ---------------------------------------------------------------------------------------
+TRAIN_PREFIX = "train/"
+TRAIN_GRAD_NORM = "train/grad_norm"  # policy gradient norm before clipping
+TRAIN_LR = "train/lr"  # policy learning rate
+TRAIN_BATCH_SIZE = "train/batch_size"  # samples in the trained batch
+TRAIN_SKIPPED_UPDATE = "train/skipped_update"  # 1.0 when no update ran (all advantages zero)
+TRAIN_NONFINITE_LOSS = "train/nonfinite_loss"  # 1.0 when a micro-batch loss was NaN/inf
+TRAIN_NONFINITE_GRAD = "train/nonfinite_grad"  # 1.0 when the gradient norm was NaN/inf
+
+# --- advantages -----------------------------------------------------------------------------------------------
+ADV_PREFIX = "adv/"
+ADV_MEAN = "adv/mean"  # mean advantage over response tokens
+ADV_ABS_MEAN = "adv/abs_mean"  # mean |advantage| (the policy-gradient scale)
+ADV_NONZERO_FRAC = "adv/nonzero_frac"  # tokens with a non-zero advantage
+GPG_ALPHA = "gpg/alpha"  # GPG's batch correction alpha = B / B_valid
+GPG_VALID_FRAC = "gpg/valid_frac"  # share of the batch with non-degenerate groups under GPG resampling
+
+# --- group filter / dynamic sampling --------------------------------------------------------------------------
+SAMPLING_PREFIX = "sampling/"
+SAMPLING_ROUNDS = "sampling/rounds"  # generation rounds used by dynamic sampling
+SAMPLING_SHORT_BATCH = "sampling/short_batch"  # 1.0 when dynamic sampling trained on a short batch (partial)
+SAMPLING_GENERATED_GROUPS = "sampling/generated_groups"  # groups generated over every round
+SAMPLING_NO_VALID_GROUP = "sampling/no_valid_group"  # 1.0 when no group survived the filter
+
+# --- time and throughput --------------------------------------------------------------------------------------
+TIME_PREFIX = "time/"
+TIME_STEP = "time/step"  # wall seconds of the whole step
+TIME_GENERATE = "time/generate"  # wall seconds of generation
+TIME_EVAL = "time/eval"  # wall seconds of a held-out evaluation
+PERF_PREFIX = "perf/"
+PERF_TOKENS_PER_S = "perf/tokens_per_s"  # (prompt + response) tokens per second of the step
+PERF_GEN_TOKENS = "perf/gen_tokens"  # tokens generated in the step
+PERF_GEN_TOKENS_PER_S = "perf/gen_tokens_per_s"  # generated tokens per second of generation
+
+# --- held-out evaluation --------------------------------------------------------------------------------------
+EVAL_PREFIX = "eval/"
+EVAL_ACCURACY = "eval/accuracy"  # held-out accuracy
+EVAL_LENGTH = "eval/length"  # held-out mean response length
+EVAL_TRUNCATION_RATE = "eval/truncation_rate"  # held-out share of truncated responses
+EVAL_N = "eval/n"  # held-out samples evaluated
+
+# --- monitor ---------------------------------------------------------------------------------------------------
+ALERTS_ACTIVE = "alerts/active"  # detectors currently alerting
+
+
+def kept(name: str) -> str:
+    """The trained-batch variant of a `reward/*` name: `reward/mean` -> `reward/kept_mean`."""
+    return name.replace(REWARD_PREFIX, REWARD_KEPT_PREFIX, 1)
