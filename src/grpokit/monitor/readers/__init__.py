@@ -1,0 +1,75 @@
+"""Readers that turn the training logs people have into grpokit's canonical per-step metric rows.
+
+`read_runs(path)` finds every run under a file or directory and returns one `RunLog` per run: one row per training
+step (`{"step": int, <canonical name>: float, ...}`, NaN where a row lacks a signal the run records elsewhere), the
+set of canonical names the log records (`available`), the source's own names (`raw_names`), what the log says about
+the run's configuration (`context`, `config`) and how it was read (`notes`). `read_run(path)` is the one-run view.
+A signal the log does not record is simply absent from `available`: nothing is derived from unrelated metrics.
+
+Supported sources (the registry `READERS` holds them; `docs/doctor.md` has the signal -> key table):
+
+- `grpokit`: a run directory (or its `metrics.jsonl`); names are grpokit's own, the config is `config.yaml`.
+  Rows that share a step (the eval-only row written after the last train step) are merged into one row.
+- `trl`: a TRL output directory, its `trainer_state.json`, or the newest `checkpoint-*/trainer_state.json` when the
+  top-level one is absent. Rows come from `log_history`; names are mapped with `TRL_NAMES` (aliases across TRL
+  versions included).
+- `console`: printed output. verl's console logger (lines `... step:N - key:value - ...`, values plain or
+  `np.float64(x)`; the config verl prints at start gives the context), the per-step dicts transformers' Trainer
+  prints for TRL / Unsloth / ms-swift (`{'loss': ..., 'reward': ...}` among progress bars; the step comes from the
+  progress bar, and a file holding several trainings, e.g. SFT then GRPO, is split into runs), or OpenRLHF's
+  output (`Global step N: {...}` status lines, else the status postfix of its `Episode` bar, else its `Train epoch`
+  bars; see `readers_openrlhf.py`), names mapped with `OPENRLHF_NAMES`.
+- `verl`: verl's JSONL file logger (`{"step": N, "data": {...}}` per line, or flat keys). Names: `VERL_NAMES` and
+  `VERL_PATTERNS` (0.3+ names and older aliases such as `actor/entropy_loss`).
+- `wandb`: W&B run-history exports: the UI's CSV (`Step`, `<run> - <metric>` columns, several runs per file) or the
+  API's history as CSV / JSON / JSONL (`_step`; TRL's `train/global_step` wins as the step).
+- `tensorboard`: each directory of `events.out.tfevents.*` files is one run. Scalars are grouped by step; the tag
+  flavour (grpokit, TRL's `train/...`/`eval/...` tags, verl, or OpenRLHF's `train/...` names in `OPENRLHF_NAMES`)
+  is chosen by which mapping recognises the most tags; grpokit's config is read back from the `grpokit/config`
+  text summary (or the run's `config.yaml`).
+
+A directory is searched recursively and each run in it is read separately (never merged); a grpokit run
+directory or a TRL output directory is one run. Canonical names are grpokit's (`grpokit.metric_names`);
+the mappings only ever map a source metric to the canonical name whose definition it matches, and say where the
+match is only approximate.
+
+Modules: `names` (mapping tables), `values` (numbers out of logs), `canonical` (`RunLog`, mappers, the `Reader`
+interface), one module per format (`grpokit_run`, `trl_state`, `jsonl` (verl), `console` with `console_verl` /
+`console_trl` (and `monitor/readers_openrlhf.py`), `wandb_export`, `tensorboard_events`), and `discovery` (the
+registry, the search of a path, `read_runs`).
+"""
+
+from __future__ import annotations
+
+from .canonical import FLAVORS, Reader, RunLog, Segment
+from .console_verl import verl_context
+from .discovery import READERS, SUPPORTED, detect, discover, read_run, read_runs
+from .grpokit_run import grpokit_context
+from .names import CANONICAL, OPENRLHF_NAMES, TRL_NAMES, VERL_NAMES, VERL_PATTERNS
+from .tensorboard_events import CONFIG_TEXT_TAG
+
+# value parsers shared with `readers_openrlhf`
+from .values import _dict_at as _dict_at
+from .values import _numeric_items as _numeric_items
+from .values import _to_float as _to_float
+
+__all__ = [
+    "CANONICAL",
+    "CONFIG_TEXT_TAG",
+    "FLAVORS",
+    "OPENRLHF_NAMES",
+    "READERS",
+    "SUPPORTED",
+    "TRL_NAMES",
+    "VERL_NAMES",
+    "VERL_PATTERNS",
+    "Reader",
+    "Segment",
+    "RunLog",
+    "detect",
+    "discover",
+    "grpokit_context",
+    "read_run",
+    "read_runs",
+    "verl_context",
+]

@@ -1,0 +1,181 @@
+"""The canonical form of a run (`RunLog`), the parsed-but-unmapped `Segment`, name mappers and flavour scoring,
+and the `Reader` interface every log format implements."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .names import _TRL_TB_PREFIXES, CANONICAL, OPENRLHF_NAMES, TRL_NAMES, VERL_NAMES, VERL_PATTERNS
+from .values import NAN
+
+
+@dataclass
+class RunLog:
+    """A training log in canonical form."""
+
+    source: str  # "grpokit" | "trl" | "trl-console" | "verl" | "openrlhf-console" | "tensorboard" | "wandb"
+    rows: list[dict[str, float]]  # one per step, sorted by step; each has "step" and every name in `available`
+    available: set[str]  # canonical names recorded at least once
+    raw_names: set[str]  # the source's own metric names seen
+    path: Path
+    flavor: str | None = None  # whose metric names the log uses ("grpokit" | "trl" | "verl"), when not implied
+    name: str = ""  # which run of `path` this is (a sub-folder, a file, `file#2` for a file's second run)
+    context: dict[str, Any] = field(default_factory=dict)  # the run's switches, when the log says (detector context)
+    config: dict[str, Any] = field(default_factory=dict)  # grpokit's full config, when the log carries it
+    notes: list[str] = field(default_factory=list)  # how the log was read (inferred steps, skipped parts)
+
+    @property
+    def steps(self) -> list[int]:
+        return [int(r["step"]) for r in self.rows]
+
+    def series(self, name: str) -> tuple[list[int], list[float]]:
+        """(steps, values) of one canonical signal, skipping steps where it is NaN."""
+        pts = [(int(r["step"]), r[name]) for r in self.rows if name in r and math.isfinite(r[name])]
+        return [s for s, _ in pts], [v for _, v in pts]
+
+
+# ------------------------------------------------------------------------------------------ canonicalising
+
+RawRows = dict[int, dict[str, float]]  # step -> {source name: value}; later writes to a step win
+
+
+def _merge(rows: RawRows, step: int, values: dict[str, float]) -> None:
+    rows.setdefault(step, {}).update(values)
+
+
+Mapper = Callable[[Iterable[str]], dict[str, tuple[str, ...]]]
+
+
+def _table_mapper(table: dict[str, tuple[str, ...]], patterns: list[tuple[re.Pattern[str], str]] = ()) -> Mapper:
+    """Source names -> canonical names through an exact table, then patterns (a pattern that matches several
+    distinct names in one run is ambiguous and maps none of them)."""
+
+    def mapper(names: Iterable[str]) -> dict[str, tuple[str, ...]]:
+        names = set(names)
+        out = {n: table[n] for n in names if n in table}
+        for pat, canon in patterns:
+            hits = [n for n in names if n not in out and pat.match(n)]
+            if len(hits) == 1:
+                out[hits[0]] = (canon,)
+        return out
+
+    return mapper
+
+
+def _identity_mapper(names: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """grpokit's own names are canonical: everything passes through."""
+    return {n: (n,) for n in names}
+
+
+def _prefixed_mapper(inner: Mapper, prefixes: tuple[tuple[str, str], ...]) -> Mapper:
+    """TensorBoard tags `train/x` / `eval/x` written by transformers for log keys `x` / `eval_x`."""
+
+    def mapper(names: Iterable[str]) -> dict[str, tuple[str, ...]]:
+        key_of = {}
+        for n in names:
+            for pre, repl in prefixes:
+                if n.startswith(pre):
+                    key_of[n] = repl + n[len(pre) :]
+                    break
+        inner_map = inner(key_of.values())
+        return {n: inner_map[k] for n, k in key_of.items() if k in inner_map}
+
+    return mapper
+
+
+_TRL_MAPPER = _table_mapper(TRL_NAMES)
+_TRL_TB_MAPPER = _prefixed_mapper(_TRL_MAPPER, _TRL_TB_PREFIXES)
+_VERL_MAPPER = _table_mapper(VERL_NAMES, VERL_PATTERNS)
+_OPENRLHF_CONSOLE_MAPPER = _table_mapper(OPENRLHF_NAMES)
+_OPENRLHF_MAPPER = _prefixed_mapper(_OPENRLHF_CONSOLE_MAPPER, (("train/", ""), ("eval/", "eval_")))
+
+
+def _grpokit_score(names: Iterable[str]) -> int:
+    return sum(1 for n in names if n in CANONICAL)
+
+
+#: How each flavour maps names, and how strongly a set of names looks like that flavour (for sniffing JSONL and
+#: TensorBoard tags, where several flavours share a container format).
+FLAVORS: dict[str, tuple[Mapper, Callable[[Iterable[str]], int]]] = {
+    "grpokit": (_identity_mapper, _grpokit_score),
+    "trl": (_TRL_TB_MAPPER, lambda ns: len(_TRL_TB_MAPPER(ns))),
+    "verl": (_VERL_MAPPER, lambda ns: len(_VERL_MAPPER(ns))),
+    "openrlhf": (_OPENRLHF_MAPPER, lambda ns: len(_OPENRLHF_MAPPER(ns))),
+}
+
+
+def _best_flavor(names: Iterable[str], candidates: Iterable[str]) -> tuple[str, int]:
+    names = list(names)
+    scored = [(FLAVORS[f][1](names), i, f) for i, f in enumerate(candidates)]
+    score, _, flavor = max(scored, key=lambda t: (t[0], -t[1]))  # ties go to the earlier candidate
+    return flavor, score
+
+
+def _canonicalise(raw: RawRows, mapper: Mapper) -> tuple[list[dict[str, float]], set[str], set[str]]:
+    raw_names = {k for r in raw.values() for k in r}
+    name_map = mapper(raw_names)
+    available = {c for cs in name_map.values() for c in cs}
+    rows = []
+    for step in sorted(raw):
+        row: dict[str, float] = {"step": step}
+        for name, value in raw[step].items():
+            for canon in name_map.get(name, ()):
+                # the first source name seen for a canonical name wins, unless it is NaN and a later one is not
+                if canon not in row or (math.isnan(row[canon]) and not math.isnan(value)):
+                    row[canon] = value
+        for canon in available:
+            row.setdefault(canon, NAN)
+        rows.append(row)
+    return rows, available, raw_names
+
+
+def _ordered(raw: RawRows, order: list[str]) -> RawRows:
+    """Reorder each row's keys by mapping-table priority so that `_canonicalise`'s first-wins is table order."""
+    rank = {n: i for i, n in enumerate(order)}
+    return {s: dict(sorted(r.items(), key=lambda kv: rank.get(kv[0], len(rank)))) for s, r in raw.items()}
+
+
+def _table_or_prefixed(plain: Mapper, prefixed: Mapper) -> Mapper:
+    """TRL names logged bare (`reward`) or with transformers' `train/` / `eval/` prefixes."""
+
+    def mapper(names: Iterable[str]) -> dict[str, tuple[str, ...]]:
+        names = list(names)
+        return {**plain(names), **prefixed(names)}
+
+    return mapper
+
+
+#: A parsed run before canonicalisation: raw rows, the name mapper, the flavour, a sub-name, context and notes.
+@dataclass
+class Segment:
+    raw: RawRows
+    mapper: Mapper
+    flavor: str | None = None
+    name: str = ""
+    context: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+class Reader:
+    """One log format. `runs(path)` returns the runs it finds *at* a path (a file, or a directory that is one run
+    in this format), as (name, files) pairs, or [] if the path is not in this format; `read(files)` returns the
+    run's segments (a console log may hold several runs one after another)."""
+
+    name = ""
+
+    def runs(self, path: Path) -> list[tuple[str, list[Path]]]:
+        raise NotImplementedError
+
+    def read(self, files: list[Path]) -> list[Segment]:
+        raise NotImplementedError
+
+    # backwards-compatible single-run view
+    def locate(self, path: Path) -> list[Path] | None:
+        found = self.runs(path)
+        return found[0][1] if found else None

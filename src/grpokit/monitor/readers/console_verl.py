@@ -1,0 +1,105 @@
+"""verl's console logger: `step:N - key:value - ...` lines split into runs, and the detectors' context from the
+config verl prints at start."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from .canonical import RawRows, _merge
+from .values import _ANSI, _to_float
+
+# verl: `step:12 - actor/entropy:0.43 - ...`, after any prefix (`(TaskRunner pid=1) `, timestamps); not `global_step:`
+_VERL_LINE = re.compile(r"(?<![\w/])step:(\d+)\s+-\s+(.*)$")
+
+# the config dict verl prints before training, and transformers' Trainer banner
+_VERL_START = re.compile(r"'actor_rollout_ref':\s*\{")
+
+
+def _verl_row_kind(values: dict[str, float]) -> str | None:
+    if any(k.startswith(("actor/", "critic/", "response_length/")) for k in values):
+        return "rl"
+    if any(k in ("train/loss", "val/loss") for k in values):
+        return "sft"  # verl's SFT trainer prints `step:N - train/loss:...` in the same format
+    return None  # a validation-only line: it joins whichever run it sits in
+
+
+def _verl_console_segments(text: str) -> list[RawRows]:
+    """verl console lines grouped into runs: a new run starts when the lines switch between SFT and RL, or when
+    the step goes back (a fresh training, not a resume: verl resumes at the next step)."""
+    segments: list[RawRows] = []
+    rows: RawRows = {}
+    kind: str | None = None
+    last: int | None = None
+    for line in text.splitlines():
+        m = _VERL_LINE.search(_ANSI.sub("", line))
+        if not m:
+            continue
+        values = {}
+        for part in m.group(2).split(" - "):
+            key, sep, val = part.strip().rpartition(":")
+            v = _to_float(val) if sep and key else None
+            if v is not None:
+                values[key.strip()] = v
+        if not values:
+            continue
+        step, k = int(m.group(1)), _verl_row_kind(values)
+        if rows and ((k is not None and kind is not None and k != kind) or (last is not None and step < last)):
+            segments.append(rows)
+            rows, kind = {}, None
+        kind = k or kind
+        _merge(rows, step, values)
+        last = step
+    if rows:
+        segments.append(rows)
+    return segments
+
+
+_VERL_CFG = {
+    "ppo_epochs": re.compile(r"'ppo_epochs':\s*(\d+)"),
+    "ppo_mini_batch_size": re.compile(r"'ppo_mini_batch_size':\s*(\d+)"),
+    "train_batch_size": re.compile(r"'train_batch_size':\s*(\d+)"),
+    "clip_ratio_low": re.compile(r"'clip_ratio_low':\s*([0-9.eE+-]+)"),
+    "clip_ratio_high": re.compile(r"'clip_ratio_high':\s*([0-9.eE+-]+)"),
+    "clip_ratio": re.compile(r"'clip_ratio':\s*([0-9.eE+-]+)"),
+    "entropy_coeff": re.compile(r"'entropy_coeff':\s*([0-9.eE+-]+)"),
+    "adv_estimator": re.compile(r"'adv_estimator':\s*'(\w+)'"),
+    "loss_mode": re.compile(r"'loss_mode':\s*'(\w+)'"),
+    "kl_ctrl_type": re.compile(r"'kl_ctrl':\s*\{[^}]*'type':\s*'(\w+)'"),
+}
+
+
+def verl_context(text: str) -> dict[str, Any]:
+    """The detectors' context from the config verl prints at start (the first value of each key: the actor's)."""
+    found: dict[str, str] = {}
+    head = text[: 2 << 20]
+    for key, pat in _VERL_CFG.items():
+        m = pat.search(head)
+        if m:
+            found[key] = m.group(1)
+    if not found:
+        return {}
+    ctx: dict[str, Any] = {"trainer": "verl"}
+    try:
+        if "ppo_epochs" in found:
+            ctx["epochs"] = int(found["ppo_epochs"])
+        if "train_batch_size" in found and "ppo_mini_batch_size" in found and int(found["ppo_mini_batch_size"]) > 0:
+            ctx["mini_batches"] = max(int(found["train_batch_size"]) // int(found["ppo_mini_batch_size"]), 1)
+        low = float(found.get("clip_ratio_low", found.get("clip_ratio", "nan")))
+        high = float(found.get("clip_ratio_high", found.get("clip_ratio", "nan")))
+        if math.isfinite(low):
+            ctx["eps_low"] = low
+        if math.isfinite(high):
+            ctx["eps_high"] = high
+        if "entropy_coeff" in found:
+            ctx["entropy_coef"] = float(found["entropy_coeff"])
+    except ValueError:
+        pass
+    if "adv_estimator" in found:
+        ctx["recipe"] = found["adv_estimator"]
+    if "loss_mode" in found:
+        ctx["policy_loss"] = {"vanilla": "ppo_clip"}.get(found["loss_mode"], found["loss_mode"])
+    if found.get("kl_ctrl_type") == "adaptive":
+        ctx["kl_controller"] = "adaptive"
+    return ctx

@@ -1,0 +1,73 @@
+"""grpokit's own run directory: `metrics.jsonl` (names already canonical) and the detectors' context from
+`config.yaml`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .canonical import Reader, Segment, _identity_mapper
+from .jsonl import _jsonl_flavor, _jsonl_rows, _read_jsonl_objects
+
+
+def _yaml_load(text: str) -> dict[str, Any]:
+    import yaml
+
+    try:
+        cfg = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return {}
+    return cfg if isinstance(cfg, dict) else {}
+
+
+def grpokit_context(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The detectors' context from a grpokit config (config.yaml, or the copy in TensorBoard)."""
+    if not cfg:
+        return {}
+    a = cfg.get("algo") if isinstance(cfg.get("algo"), dict) else {}
+    t = cfg.get("train") if isinstance(cfg.get("train"), dict) else {}
+    r = cfg.get("rollout") if isinstance(cfg.get("rollout"), dict) else {}
+    ctx = {
+        "dynamic_sampling": a.get("dynamic_sampling"),
+        "policy_loss": a.get("policy_loss"),
+        "eps_low": a.get("eps_low"),
+        "eps_high": a.get("eps_high"),
+        "epochs": t.get("epochs", 1),
+        "mini_batches": t.get("mini_batches", 1),
+        "is_correction": a.get("is_correction"),
+        "entropy_coef": a.get("entropy_coef"),
+        "kl_controller": a.get("kl_controller"),
+        "soft_overlong": a.get("soft_overlong"),
+        "max_gen_rounds": a.get("max_gen_rounds"),
+        "temperature": r.get("temperature"),
+        "recipe": cfg.get("recipe"),
+    }
+    return {k: v for k, v in ctx.items() if v is not None}
+
+
+class GrpokitReader(Reader):
+    name = "grpokit"
+
+    def runs(self, path: Path) -> list[tuple[str, list[Path]]]:
+        f = path / "metrics.jsonl" if path.is_dir() else path
+        if f.is_file() and f.suffix == ".jsonl":
+            flavor = _jsonl_flavor(f)
+            if flavor == "grpokit" or (flavor is None and f.name == "metrics.jsonl" and _looks_empty(f)):
+                return [("", [f])]
+        return []
+
+    def read(self, files: list[Path]) -> list[Segment]:
+        f = files[0]
+        cfg_path = f.parent / "config.yaml"
+        cfg = _yaml_load(cfg_path.read_text(encoding="utf-8", errors="replace")) if cfg_path.is_file() else {}
+        return [
+            Segment(_jsonl_rows(_read_jsonl_objects(f)), _identity_mapper, "grpokit", "", grpokit_context(cfg), cfg)
+        ]
+
+
+def _looks_empty(f: Path) -> bool:
+    """A just-started grpokit run: metrics.jsonl exists but holds no complete line yet."""
+    try:
+        return not f.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return False

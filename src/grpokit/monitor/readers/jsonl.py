@@ -1,0 +1,97 @@
+"""JSONL metrics files: reading objects, rows (flat or verl's `{"step": N, "data": {...}}`), telling grpokit's,
+verl's and W&B's apart, and verl's JSONL file logger."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .canonical import _VERL_MAPPER, RawRows, Reader, Segment, _best_flavor, _merge, _ordered
+from .names import VERL_NAMES
+from .values import _numeric_items, _step_of
+
+
+def _read_jsonl_objects(path: Path) -> list[dict[str, Any]]:
+    out = []
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
+                continue  # a line cut by a running writer
+            if isinstance(obj, dict):
+                out.append(obj)
+    return out
+
+
+def _jsonl_rows(objs: list[dict[str, Any]], step_key: str = "step") -> RawRows:
+    """Flat `{"step": N, k: v}` objects, or verl's file logger `{"step": N, "data": {k: v}}`."""
+    rows: RawRows = {}
+    for obj in objs:
+        step = _step_of(obj.get(step_key))
+        if step is None:
+            continue
+        data = obj["data"] if isinstance(obj.get("data"), dict) else {k: v for k, v in obj.items() if k != step_key}
+        _merge(rows, step, _numeric_items(data))
+    return rows
+
+
+def _jsonl_flavor(path: Path, max_lines: int = 50) -> str | None:
+    """'grpokit', 'verl' or 'wandb' for a JSONL metrics file (None if it is none of them)."""
+    names: set[str] = set()
+    nested = wandb = False
+    seen = 0
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
+                continue
+            if not isinstance(obj, dict):
+                return None
+            if "step" not in obj:
+                if "_step" in obj:
+                    wandb = True
+                    seen += 1
+                    if seen >= max_lines:
+                        break
+                    continue
+                return None
+            if isinstance(obj.get("data"), dict):
+                nested = True
+                names |= set(obj["data"])
+            else:
+                names |= set(obj) - {"step"}
+            seen += 1
+            if seen >= max_lines:
+                break
+    if wandb and not names:
+        return "wandb"
+    if nested:
+        return "verl"
+    if not seen:
+        return None
+    flavor, score = _best_flavor(names, ("grpokit", "verl"))
+    return flavor if score > 0 else None
+
+
+class VerlJsonlReader(Reader):
+    """verl's JSONL file logger (`{"step": N, "data": {...}}` per line, or flat keys)."""
+
+    name = "verl"
+
+    def runs(self, path: Path) -> list[tuple[str, list[Path]]]:
+        if path.is_file() and path.suffix == ".jsonl" and _jsonl_flavor(path) == "verl":
+            return [("", [path])]
+        return []
+
+    def read(self, files: list[Path]) -> list[Segment]:
+        rows = _jsonl_rows(_read_jsonl_objects(files[0]))
+        return [Segment(_ordered(rows, list(VERL_NAMES)), _VERL_MAPPER, "verl")]

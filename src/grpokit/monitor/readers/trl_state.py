@@ -1,0 +1,51 @@
+"""TRL's `trainer_state.json` (its `log_history`), in an output directory or its newest checkpoint."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from .canonical import _TRL_MAPPER, RawRows, Reader, Segment, _merge, _ordered
+from .names import TRL_NAMES
+from .values import _numeric_items, _step_of
+
+
+def _checkpoint_number(p: Path) -> int:
+    m = re.search(r"checkpoint-(\d+)$", p.parent.name)
+    return int(m.group(1)) if m else -1
+
+
+class TrlReader(Reader):
+    name = "trl"
+
+    def runs(self, path: Path) -> list[tuple[str, list[Path]]]:
+        if path.is_dir():
+            top = path / "trainer_state.json"
+            if top.is_file():
+                return [("", [top])]
+            ckpts = sorted(path.glob("checkpoint-*/trainer_state.json"), key=_checkpoint_number)
+            return [("", [ckpts[-1]])] if ckpts else []
+        if path.suffix == ".json" and path.is_file():
+            try:
+                state = json.loads(path.read_text(encoding="utf-8"))
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+                return []
+            if isinstance(state, dict) and isinstance(state.get("log_history"), list):
+                return [("", [path])]
+        return []
+
+    def read(self, files: list[Path]) -> list[Segment]:
+        state = json.loads(files[0].read_text(encoding="utf-8"))
+        rows: RawRows = {}
+        for entry in state.get("log_history", []):
+            step = _step_of(entry.get("step")) if isinstance(entry, dict) else None
+            if step is not None:
+                _merge(rows, step, _numeric_items({k: v for k, v in entry.items() if k != "step"}))
+        ctx: dict[str, Any] = {}
+        notes = []
+        interval = state.get("logging_steps")
+        if isinstance(interval, (int, float)) and interval > 1:
+            notes.append(f"trainer_state.json: logging_steps = {int(interval)}")
+        return [Segment(_ordered(rows, list(TRL_NAMES)), _TRL_MAPPER, "trl", "", ctx, {}, notes)]

@@ -1,0 +1,70 @@
+"""Values out of logs: numbers from JSON values or printed tokens, steps, and dicts printed inside a line."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from typing import Any
+
+NAN = float("nan")
+# terminal colour codes, stripped from printed logs before parsing
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+_WRAPPED = re.compile(r"^(?:np|numpy|torch)?\.?(?:float|int|uint|bool_?|tensor)\w*\((.*)\)$")
+
+
+def _to_float(v: Any) -> float | None:
+    """A number from a JSON value or a logged token (`0.5`, `nan`, `np.float64(0.5)`, `tensor(0.5)`); None if
+    the value is not numeric. JSON null (grpokit writes NaN as null) reads as NaN."""
+    if v is None:
+        return NAN
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        s = v.strip().rstrip(",")
+        m = _WRAPPED.match(s)
+        if m:
+            s = m.group(1).split(",")[0].strip()  # tensor(0.5, device='cuda:0') -> 0.5
+        try:
+            return float(s)
+        except ValueError:
+            return None
+    return None
+
+
+def _numeric_items(d: dict[str, Any]) -> dict[str, float]:
+    out = {}
+    for k, v in d.items():
+        f = _to_float(v)
+        if f is not None:
+            out[str(k)] = f
+    return out
+
+
+def _step_of(v: Any) -> int | None:
+    f = _to_float(v)
+    if f is None or not math.isfinite(f):
+        return None
+    return int(f)
+
+
+def _dict_at(line: str, start: int) -> dict[str, Any] | None:
+    """The flat Python/JSON dict starting at `start` in a line (None if it does not parse)."""
+    end = line.find("}", start)
+    while end != -1:
+        chunk = line[start : end + 1]
+        try:
+            obj = ast.literal_eval(chunk)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            try:
+                obj = json.loads(chunk)
+            except (json.JSONDecodeError, RecursionError):
+                obj = None
+        if isinstance(obj, dict):
+            return obj
+        end = line.find("}", end + 1)
+    return None
