@@ -4,3 +4,14 @@ The algorithm core lives in `grpokit.algos` (pure torch); the trainer, rollout e
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["TrainResult", "train"]
+
+
+def __getattr__(name: str) -> object:
+    """`grpokit.train` and `grpokit.TrainResult`, imported on first use (importing grpokit stays light)."""
+    if name in ("train", "TrainResult"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'grpokit' has no attribute {name!r}")

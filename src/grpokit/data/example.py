@@ -11,6 +11,9 @@ from typing import Any
 class Example:
     """One problem: the user message, the reference answer, free-form metadata and a stable id.
 
+    `messages` is the prompt as a conversation when the data gave one (TRL's conversational format, verl's
+    `prompt` column): a list of `{"role", "content"}` messages; `prompt` is then its last user message.
+
     `id` defaults to a short hash of prompt and answer, so the same problem always gets the same id.
     `columns` is the data file's row as read (original keys and values), when the example came from one:
     TRL- and verl-style rewards receive those columns by name.
@@ -21,8 +24,10 @@ class Example:
     meta: dict[str, Any] = field(default_factory=dict)
     id: str = ""
     columns: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    messages: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.id:
-            digest = hashlib.sha1(f"{self.prompt}\x00{self.answer}".encode()).hexdigest()
+            text = self.prompt if self.messages is None else repr(self.messages)
+            digest = hashlib.sha1(f"{text}\x00{self.answer}".encode()).hexdigest()
             self.id = digest[:12]

