@@ -12,10 +12,6 @@ from typing import Any
 
 import yaml
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-
 
 def _quiet_libraries() -> None:
     """Keep the terminal for grpokit's own progress: no per-shard bars or info logs from transformers."""
@@ -233,8 +229,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="train a model with a recipe")
     t.add_argument("--recipe", default="grpo", help="recipe name (grpokit recipes) or a YAML path")
-    t.add_argument("--task", default=None, help="built-in task (add1, add2, mul1, countdown) or a data file")
-    t.add_argument("--model", default=None, help="smollm2-135m-instruct (default), tiny, or a local HF directory")
+    t.add_argument(
+        "--task",
+        default=None,
+        help="built-in task (add1, add2, mul1, countdown, code1), a data file or directory, or a datasets name",
+    )
+    t.add_argument(
+        "--model", default=None, help="smollm2-135m-instruct (default), tiny, or a from_pretrained name or directory"
+    )
     t.add_argument("--steps", type=int, default=None)
     t.add_argument("--out", default=None, help="parent directory of run directories (default runs/)")
     t.add_argument("--name", default=None, help="run directory name")

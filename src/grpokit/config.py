@@ -30,7 +30,7 @@ class ConfigError(ValueError):
 class ModelConfig:
     """Which model to train and how."""
 
-    name: str = "smollm2-135m-instruct"  # embedded default | tiny | a local HF directory
+    name: str = "smollm2-135m-instruct"  # embedded default | tiny | any from_pretrained name or directory
     precision: str = "auto"  # auto | fp32 | bf16-autocast | bf16
     device: str = "auto"  # auto | cpu | cuda
     lora_r: int = 0  # > 0 enables LoRA through peft
@@ -38,19 +38,25 @@ class ModelConfig:
     lora_dropout: float = 0.0
     lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
     gradient_checkpointing: bool = False
+    dtype: str = "auto"  # from_pretrained's dtype: auto (model.precision decides) | float32 | bfloat16
+    trust_remote_code: bool = False  # run the model repository's own code (from_pretrained's option)
+    attn_implementation: str | None = None  # e.g. eager | sdpa | flash_attention_2 (None: transformers picks)
 
 
 @dataclass
 class DataConfig:
-    """Prompts: a built-in task or a local JSONL / dataset file."""
+    """Prompts: a built-in task, a local file or directory, or a `datasets.load_dataset` name (see grpokit.data)."""
 
     task: str = "add1"
     train_size: int | None = None
     eval_size: int | None = None  # None: every held-out example, at most 200
-    prompt_key: str = "prompt"
-    answer_key: str = "answer"
+    prompt_key: str = "prompt"  # dotted keys reach nested fields; a list of chat messages is a conversation
+    answer_key: str | None = "answer"  # e.g. reward_model.ground_truth; null: no reference answers
     eval_data: str | None = None
     system_prompt: str | None = None
+    subset: str | None = None  # the configuration of a datasets name (load_dataset's `name`, e.g. main)
+    split: str = "train"
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. {enable_thinking: false}
 
 
 @dataclass
@@ -167,7 +173,13 @@ class Config:
             self.algo.bind()  # each chosen component's parameters, bound once (unset -> its paper default)
         except ValueError as e:
             raise ConfigError(str(e)) from None
+        from .models.precision import precision_for_dtype
         from .monitor.detectors import DETECTORS
+
+        try:
+            self.model.precision = precision_for_dtype(self.model.dtype, self.model.precision)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
 
         for name, params in self.monitor.thresholds.items():
             if name not in DETECTORS:

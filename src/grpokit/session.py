@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,20 +75,37 @@ class Session:
         self.rewards.close()
 
 
-def open_session(cfg: Config, *, precision: str | None = None) -> Session:
+def open_session(
+    cfg: Config, *, precision: str | None = None, functions: dict[str, Callable[..., Any]] | None = None
+) -> Session:
     """Seed, resolve device and precision (`precision` overrides `model.precision`, e.g. the one a resumed run
-    recorded), load model and tokenizer, build the engine, the data and the reward manager."""
+    recorded), load model and tokenizer, build the engine, the data and the reward manager.
+
+    `functions` maps names in `reward.functions` to in-memory callables (the Python API's `reward_funcs`, recorded
+    in the config by qualified name); other names are built-ins or `module:function` specs."""
     seed_everything(cfg.train.seed)
     device = pick_device(cfg.model.device)
     prec = resolve_precision(precision or cfg.model.precision, device)
+    m = cfg.model
     model, tokenizer = load_model_and_tokenizer(
-        cfg.model.name, dtype=prec.name, device=device, lora=lora_options(cfg), seed=cfg.train.seed
+        m.name,
+        dtype=prec.name,
+        device=device,
+        lora=lora_options(cfg),
+        seed=cfg.train.seed,
+        trust_remote_code=m.trust_remote_code,
+        attn_implementation=m.attn_implementation,
     )
     if cfg.model.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model.train()
     data = load_task_data(cfg.data, tokenizer, cfg.train.seed)
-    funcs = list(cfg.reward.functions) or [data.default_reward]
+    if not cfg.reward.functions and data.default_reward is None:
+        raise ValueError(
+            "reward.functions is empty and data.answer_key is null (no reference answers for a default reward): "
+            "name the reward functions, e.g. --set reward.functions=[rewards.py:my_reward]"
+        )
+    funcs: list[Any] = [(functions or {}).get(f, f) for f in cfg.reward.functions] or [data.default_reward]
     weights = list(cfg.reward.weights) or [1.0] * len(funcs)
     rewards = RewardManager(
         list(zip(funcs, weights)), timeout_s=cfg.reward.timeout_s, max_fail_frac=cfg.reward.max_fail_frac
