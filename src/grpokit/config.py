@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -57,6 +58,8 @@ class DataConfig:
     subset: str | None = None  # the configuration of a datasets name (load_dataset's `name`, e.g. main)
     split: str = "train"
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. {enable_thinking: false}
+    max_prompt_tokens: int | None = None  # cap on a rendered prompt's tokens (always: model context - max_new_tokens)
+    on_long_prompt: str = "skip"  # skip (dropped, counted and logged) | error (stop, naming the example)
 
 
 @dataclass
@@ -103,12 +106,16 @@ class TrainConfig:
     keep_checkpoints: int = 2
     log_completions: int = 4
     seed: int = 0
-    out: str = "runs"
+    out: str = "runs"  # parent folder of run directories (--out)
+    output_dir: str | None = None  # exactly this run directory, as TRL's output_dir (--output-dir)
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | mlflow | trackio
+    save_merged: bool = False  # LoRA runs: also save a merged full model in checkpoints/step_N/merged
     autopilot: bool = False  # apply detectors' recommended fixes within the bounds below
     autopilot_max_eps_high: float = 0.4
     autopilot_max_entropy_coef: float = 0.01
     autopilot_min_lr: float = 1e-7
     autopilot_max_interventions: int = 5
+    on_divergence: str = "stop"  # stop (no checkpoint of a diverged model) | continue
 
 
 @dataclass
@@ -155,6 +162,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
+    warnings: ClassVar[list[str]] = []  # settings that do nothing here (grpokit.config_checks), set by resolve()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -209,6 +217,11 @@ class Config:
                 "use auto, fp32, bf16-autocast or bf16",
             ),
             ("reward.max_fail_frac", 0 <= self.reward.max_fail_frac <= 1, "use a fraction in [0, 1]"),
+            (
+                "train.report_to",
+                set(self.train.report_to) <= {"tensorboard", "wandb", "mlflow", "trackio"},
+                "use a list of tensorboard, wandb, mlflow, trackio (or [] for none)",
+            ),
             ("critic.kind", self.critic.kind in ("head", "mlp", "model"), "use head, mlp or model"),
             ("critic.lr", self.critic.lr > 0, "use a positive learning rate"),
             ("critic.max_grad_norm", self.critic.max_grad_norm > 0, "use a positive norm"),
@@ -235,6 +248,13 @@ class Config:
                 f"reward.weights has {len(self.reward.weights)} values but reward.functions has "
                 f"{len(self.reward.functions)}: give one weight per function"
             )
+        from .config_checks import run_checks
+
+        findings = run_checks(self)
+        for f in findings:
+            if f.level == "error":
+                raise ConfigError(f.message)
+        self.warnings = [f.message for f in findings]
         return self
 
 
@@ -253,10 +273,23 @@ def list_recipes() -> dict[str, dict[str, Any]]:
     return out
 
 
+def read_yaml(path: Path) -> Any:
+    """A YAML file's content; a syntax error is one ConfigError naming the file, line and column."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path}{where}: YAML syntax error ({problem}); fix the file") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+
+
 def load_recipe(name: str) -> dict[str, Any]:
     path = Path(name)
     if path.suffix in (".yaml", ".yml") and path.exists():
-        return yaml.safe_load(path.read_text()) or {}
+        return read_yaml(path) or {}
     recipes = list_recipes()
     if name not in recipes:
         close = difflib.get_close_matches(name, list(recipes), n=1)
@@ -351,6 +384,13 @@ def _all_keys(cfg: Config) -> list[str]:
     return keys
 
 
+def _hint(key: str, valid: list[str]) -> str:
+    """Did-you-mean: TRL's and verl's names first (`learning_rate` -> train.lr), else the closest grpokit key."""
+    from .config_compat import foreign_hint
+
+    return foreign_hint(key) or _suggest(key, valid)
+
+
 def set_key(cfg: Config, dotted: str, value: Any) -> None:
     """Set `section.key` (e.g. `algo.eps_high`) with type checking; unknown keys suggest the closest one."""
     parts = dotted.split(".")
@@ -359,11 +399,11 @@ def set_key(cfg: Config, dotted: str, value: Any) -> None:
         cfg.recipe = str(value)
         return
     if len(parts) != 2 or not hasattr(cfg, parts[0]) or not dataclasses.is_dataclass(getattr(cfg, parts[0])):
-        raise ConfigError(f"unknown config key {dotted!r}.{_suggest(dotted, valid)} Keys look like algo.eps_high")
+        raise ConfigError(f"unknown config key {dotted!r}.{_hint(dotted, valid)} Keys look like algo.eps_high")
     section = getattr(cfg, parts[0])
     hints = _type_hints(type(section))
     if parts[1] not in hints or parts[1] not in {f.name for f in dataclasses.fields(section)}:
-        raise ConfigError(f"unknown config key {dotted!r}.{_suggest(dotted, valid)}")
+        raise ConfigError(f"unknown config key {dotted!r}.{_hint(dotted, valid)}")
     setattr(section, parts[1], _coerce(value, hints[parts[1]], dotted))
 
 
@@ -398,6 +438,21 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
+def _foreign_to_grpokit(data: dict[str, Any], source: str, cfg: Config) -> dict[str, Any]:
+    """A TRL GRPOConfig or verl config file, translated (grpokit.config_compat); one message on stderr names
+    every key that was not mapped. A grpokit config is returned as is."""
+    from .config_compat import translate
+
+    try:
+        found = translate(data, source, set(_all_keys(cfg)))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    if found is None:
+        return data
+    print(f"grpokit: {found.message()}", file=sys.stderr)
+    return found.to_mapping()
+
+
 def build_config(
     recipe: str = "grpo",
     overrides: list[str] | None = None,
@@ -418,7 +473,10 @@ def build_config(
         p = Path(config_file)
         if not p.exists():
             raise ConfigError(f"--config {config_file!r} does not exist")
-        data = yaml.safe_load(p.read_text()) or {}
+        data = read_yaml(p) or {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{config_file}: expected config sections (e.g. train: {{steps: 10}}), got {data!r}")
+        data = _foreign_to_grpokit(data, config_file, cfg)
         apply_mapping(cfg, data, config_file)
         later |= set((data.get("algo") or {}) if isinstance(data.get("algo"), dict) else ())
     for k, v in direct.items():

@@ -1,0 +1,201 @@
+"""Cross-field checks of a resolved config: contradictory settings are refused, settings that would do nothing are
+warned about. Each check is one registered function of the config returning a `Finding` or None, so a new rule
+is one function, not a branch in `Config.resolve`.
+
+A refusal (`level="error"`) becomes one `ConfigError` naming the key, its value, why it cannot work and the fix.
+A warning (`level="warning"`) is kept on the config (`Config.warnings`) and printed by the command line once,
+before the run starts: the run goes on exactly as configured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+# advantage estimators that give a non-zero signal with one sample per prompt: a batch-level baseline
+# (REINFORCE++, spec §6) or a learned value (GAE, spec §2/§11); every other estimator is group-relative
+ONE_SAMPLE_ADVANTAGES = ("reinforce_pp", "gae", "vapo_gae", "length_adaptive_gae")
+ON_LONG_PROMPT = ("skip", "error")
+ON_DIVERGENCE = ("stop", "continue")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem with a config: `key` names the setting, `message` says what is wrong and how to fix it."""
+
+    level: str  # error | warning
+    key: str
+    message: str
+
+
+Check = Callable[[Any], "Finding | None"]
+CHECKS: dict[str, Check] = {}
+
+
+def check(name: str) -> Callable[[Check], Check]:
+    """Register a config check under `name`."""
+
+    def deco(fn: Check) -> Check:
+        CHECKS[name] = fn
+        return fn
+
+    return deco
+
+
+def run_checks(cfg: Any) -> list[Finding]:
+    """Every registered check's finding, refusals first."""
+    found = [f for fn in CHECKS.values() if (f := fn(cfg)) is not None]
+    return sorted(found, key=lambda f: f.level != "error")
+
+
+# ---------------------------------------------------------------------------------------------------- refusals
+
+
+@check("group_size_one")
+def _group_size_one(cfg: Any) -> Finding | None:
+    a, g = cfg.algo, cfg.rollout.group_size
+    if g != 1:
+        return None
+    if a.dynamic_sampling:
+        return Finding(
+            "error",
+            "rollout.group_size",
+            "rollout.group_size=1 with algo.dynamic_sampling=true: dynamic sampling keeps only groups whose samples "
+            "disagree, and a group of one never does, so every update would be skipped; use rollout.group_size>=2 "
+            "(DAPO uses 16)",
+        )
+    if a.advantage not in ONE_SAMPLE_ADVANTAGES and not a.uses_critic:
+        return Finding(
+            "error",
+            "rollout.group_size",
+            f"rollout.group_size=1 with algo.advantage={a.advantage!r}: a group-relative advantage of a group of one "
+            f"is always 0 (no learning signal); use rollout.group_size>=2, or an estimator that works with one "
+            f"sample ({', '.join(ONE_SAMPLE_ADVANTAGES[:2])})",
+        )
+    return None
+
+
+@check("eps_low_range")
+def _eps_low_range(cfg: Any) -> Finding | None:
+    eps = cfg.algo.eps_low
+    if eps is None or eps <= 1:
+        return None
+    return Finding(
+        "error",
+        "algo.eps_low",
+        f"algo.eps_low={eps} is invalid: the ratio's lower clip bound 1 - eps_low = {1 - eps:g} is below 0, where a "
+        f"probability ratio never goes; use a value in [0, 1] (PPO/GRPO use 0.2; 1 turns the lower clip off)",
+    )
+
+
+@check("kl_without_reference")
+def _kl_without_reference(cfg: Any) -> Finding | None:
+    a = cfg.algo
+    if a.kl_coef <= 0 or a.reference != "none":
+        return None
+    return Finding(
+        "error",
+        "algo.kl_coef",
+        f"algo.kl_coef={a.kl_coef} needs a reference policy but algo.reference=none (there would be no KL term): "
+        "set algo.reference=frozen (or ema / sync), or algo.kl_coef=0",
+    )
+
+
+def _at_least(key: str, value: Any, low: int, fix: str) -> Finding | None:
+    if value is None or value >= low:
+        return None
+    return Finding("error", key, f"{key}={value!r} is invalid: {fix}")
+
+
+@check("data_sizes")
+def _data_sizes(cfg: Any) -> Finding | None:
+    d = cfg.data
+    return _at_least("data.eval_size", d.eval_size, 1, "use 1 or more held-out prompts") or _at_least(
+        "data.train_size", d.train_size, 1, "use 1 or more training prompts, or null for all"
+    )
+
+
+@check("prompt_limits")
+def _prompt_limits(cfg: Any) -> Finding | None:
+    d = cfg.data
+    if d.on_long_prompt not in ON_LONG_PROMPT:
+        return Finding(
+            "error",
+            "data.on_long_prompt",
+            f"data.on_long_prompt={d.on_long_prompt!r} is invalid: use skip (drop and count) or error (stop)",
+        )
+    return _at_least("data.max_prompt_tokens", d.max_prompt_tokens, 1, "use 1 or more tokens, or null for no cap")
+
+
+@check("on_divergence")
+def _on_divergence(cfg: Any) -> Finding | None:
+    v = cfg.train.on_divergence
+    if v in ON_DIVERGENCE:
+        return None
+    return Finding(
+        "error",
+        "train.on_divergence",
+        f"train.on_divergence={v!r} is invalid: use stop (stop the run, keep the last healthy checkpoint) or continue",
+    )
+
+
+@check("schedule_counts")
+def _schedule_counts(cfg: Any) -> Finding | None:
+    t = cfg.train
+    for key, value in (
+        ("train.save_every", t.save_every),
+        ("train.eval_every", t.eval_every),
+        ("train.keep_checkpoints", t.keep_checkpoints),
+    ):
+        if (f := _at_least(key, value, 0, "use 0 (off) or more")) is not None:
+            return f
+    if not cfg.reward.timeout_s > 0:
+        return Finding("error", "reward.timeout_s", f"reward.timeout_s={cfg.reward.timeout_s} is invalid: use > 0")
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------- warnings
+
+
+def _changed(section: Any, names: tuple[str, ...] | None = None) -> list[str]:
+    """Fields of a config section whose value differs from the section's default."""
+    default = type(section)()
+    fields = [f.name for f in dataclasses.fields(section) if names is None or f.name in names]
+    return [n for n in fields if getattr(section, n) != getattr(default, n)]
+
+
+@check("unused_dynamic_sampling")
+def _unused_dynamic_sampling(cfg: Any) -> Finding | None:
+    a = cfg.algo
+    if a.dynamic_sampling:
+        return None
+    names = ("ds_oversample", "ds_shortfall", "filter_metric")
+    if a.gpg_threshold is None:  # GPG resampling bounds its rounds with max_gen_rounds too
+        names += ("max_gen_rounds",)
+    changed = _changed(a, names)
+    if not changed:
+        return None
+    shown = ", ".join(f"algo.{n}={getattr(a, n)!r}" for n in changed)
+    return Finding(
+        "warning",
+        f"algo.{changed[0]}",
+        f"{shown} has no effect: algo.dynamic_sampling is false; set algo.dynamic_sampling=true, or drop it",
+    )
+
+
+@check("unused_critic")
+def _unused_critic(cfg: Any) -> Finding | None:
+    if cfg.algo.uses_critic:
+        return None
+    changed = _changed(cfg.critic)
+    if not changed:
+        return None
+    shown = ", ".join(f"critic.{n}={getattr(cfg.critic, n)!r}" for n in changed)
+    return Finding(
+        "warning",
+        f"critic.{changed[0]}",
+        f"{shown} has no effect: recipe {cfg.recipe!r} trains no critic (algo.advantage={cfg.algo.advantage!r}, "
+        "algo.vf_coef=0); use a recipe with a critic (ppo, vapo), or drop it",
+    )
