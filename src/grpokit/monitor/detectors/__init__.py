@@ -1,0 +1,74 @@
+"""Failure-mode detectors over the per-step signals of spec §17 (canonical names: `grpokit.metric_names`).
+
+Each detector is one small class with documented, configurable thresholds. Fed one metrics row per step, it
+returns an `Alert` when its failure mode starts (with the step it started at, the numbers that show it, a
+severity and the fix named after the seed technique that addresses it), and stays quiet while the mode persists;
+the alert it returned keeps the mode's *current* value (`Alert.current`) and escalates its severity while the mode
+lasts, and records when it cleared. A detector whose inputs a log lacks reports them as not measurable; nothing is
+guessed.
+
+Robustness rules every detector follows (a property test feeds them random and degenerate series):
+
+- windows and patience are in **training steps**, not rows: a log written every 10 steps fills a 5-step window
+  with one row (see `StepWindow`);
+- a row lacking a signal (or holding NaN / inf / a non-number there) neither counts nor crashes;
+- relative rules ("grew 3x", "10x its median") also need an absolute floor, and their evidence states the
+  absolute values;
+- a fix is only offered when the run does not already use it and it can act in the run's configuration
+  (`context`: the recipe's switches; empty when the log carries no config, and then the fix says so).
+
+Modules: `base` (Alert, Detector, Windowed, the registry), `rows` (reading rows, step windows), `context`
+(which fixes can act), one module per failure family (`collapse`, `kl_drift`, `length`, `short_batch`, `ratios`,
+`reward`, `numerical`, `saturation`; importing them registers their detectors, in this order) and `runner`
+(`Monitor`, `rank`).
+"""
+
+from __future__ import annotations
+
+from .base import DETECTORS, SEVERITY_RANK, Alert, Detector, Windowed, register
+from .context import _on_policy as _on_policy
+from .context import _unknown_config_note as _unknown_config_note
+from .rows import StepWindow, accuracy_now
+from .rows import _finite as _finite
+from .rows import _first as _first
+from .rows import _num as _num
+from .rows import _r as _r
+from .rows import _RewardRange as _RewardRange
+from .rows import _slope as _slope
+from .runner import Monitor, rank
+
+# the order of these imports is the order detectors register in, run in and report in
+# isort: off
+from .collapse import AdvantageCollapse, EntropyCollapse
+from .kl_drift import KLDrift
+from .length import LengthBias, Truncation
+from .short_batch import ShortBatch
+from .ratios import ClippingAnomaly, SamplerMismatch
+from .reward import NoisyReward
+from .numerical import Numerical
+from .saturation import Saturation
+# isort: on
+
+__all__ = [
+    "DETECTORS",
+    "SEVERITY_RANK",
+    "AdvantageCollapse",
+    "Alert",
+    "ClippingAnomaly",
+    "Detector",
+    "EntropyCollapse",
+    "KLDrift",
+    "LengthBias",
+    "Monitor",
+    "NoisyReward",
+    "Numerical",
+    "SamplerMismatch",
+    "Saturation",
+    "ShortBatch",
+    "StepWindow",
+    "Truncation",
+    "Windowed",
+    "accuracy_now",
+    "rank",
+    "register",
+]

@@ -1,0 +1,144 @@
+"""The `Alert` a detector raises, the `Detector` base (onset, cooldown, escalation), `Windowed` for rules over
+the last training steps of one signal, and the registry `DETECTORS` (`@register`)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .rows import StepWindow, _first
+
+SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
+
+
+@dataclass
+class Alert:
+    """A failure mode that started at `step` (onset) and was confirmed at `fired_at`.
+
+    While the mode lasts, `current` holds the latest step's message and evidence, `escalations` every severity
+    change, and `cleared_at` the step it cleared (None while active)."""
+
+    mode: str
+    detector: str
+    step: int
+    fired_at: int
+    severity: str
+    message: str
+    evidence: dict[str, Any]
+    fix: str
+    actions: list[str] = field(default_factory=list)  # config changes autopilot may apply (key=value)
+    current: dict[str, Any] | None = None
+    escalations: list[dict[str, Any]] = field(default_factory=list)
+    cleared_at: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Detector:
+    """Base: `observe(step, metrics)` -> Alert | None. Subclasses implement `check`."""
+
+    name = "detector"
+    mode = "unknown"
+    requires: tuple[tuple[str, ...], ...] = ()  # each inner tuple: alternatives, one of which must be logged
+
+    def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
+        self.context = context or {}
+        for k, v in params.items():
+            attr = getattr(type(self), k, None)
+            if not hasattr(self, k) or k.startswith("_") or callable(attr) or isinstance(attr, property):
+                raise ValueError(f"detector {self.name} has no threshold {k!r}")
+            setattr(self, k, v)
+        self.active = False
+        self.onset: int | None = None
+        self.alert: Alert | None = None  # the alert of the current (or last) episode
+
+    @property
+    def min_steps(self) -> int:
+        """Training steps a log must cover before this detector can judge (used for "too few steps")."""
+        return int(getattr(self, "window", 1))
+
+    def missing(self, available: set[str]) -> list[str]:
+        """Required signals absent from a log (each entry lists its alternatives)."""
+        return [" or ".join(alts) for alts in self.requires if not any(a in available for a in alts)]
+
+    def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
+        """Return (condition holds now, alert describing it now)."""
+        raise NotImplementedError
+
+    cooldown = 10  # steps after a mode clears before the same detector may alert again (no alert spam)
+
+    def observe(self, step: int, m: dict[str, Any]) -> Alert | None:
+        holds, alert = self.check(step, m)
+        if holds and not self.active:
+            self.active = True
+            last = getattr(self, "_cleared_at", None)
+            if last is not None and step - last <= self.cooldown and self.alert is not None:
+                self.alert.cleared_at = None  # the same episode came back: keep updating its alert, silently
+                if alert is not None:
+                    self._update(step, alert)
+                return None
+            self.onset = step
+            if alert is not None:
+                alert.current = {"step": step, "message": alert.message, "evidence": dict(alert.evidence)}
+                self.alert = alert
+            return alert
+        if holds and self.active and alert is not None and self.alert is not None:
+            self._update(step, alert)
+        if not holds and self.active:
+            self.active = False
+            self._cleared_at = step
+            if self.alert is not None:
+                self.alert.cleared_at = step
+        return None
+
+    def _update(self, step: int, new: Alert) -> None:
+        """The mode persists: record its current value; escalate (never de-escalate) its severity."""
+        a = self.alert
+        assert a is not None
+        a.current = {"step": step, "message": new.message, "evidence": dict(new.evidence)}
+        if new.mode != a.mode:
+            a.escalations.append({"step": step, "mode": new.mode, "from_mode": a.mode})
+            a.mode = new.mode
+        if SEVERITY_RANK.get(new.severity, 9) < SEVERITY_RANK.get(a.severity, 9):
+            a.escalations.append({"step": step, "from": a.severity, "to": new.severity})
+            a.severity = new.severity
+            self.escalated_at = step
+        a.fix, a.actions = new.fix, list(new.actions)
+
+
+class Windowed(Detector):
+    """Keeps the last `window` training steps of one signal (the first available of `keys`)."""
+
+    window = 5
+    keys: tuple[str, ...] = ()
+
+    def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
+        super().__init__(context, **params)
+        self.values = StepWindow(self.window)
+
+    def push(self, step: int, m: dict[str, Any]) -> str | None:
+        key, v = _first(m, self.keys)
+        if key is not None:
+            self.values.add(step, v)
+        return key
+
+    def full(self) -> bool:
+        return self.values.full()
+
+    def mean(self) -> float:
+        vals = self.values.values()
+        return statistics.fmean(vals) if vals else math.nan
+
+    def vals(self) -> list[float]:
+        return self.values.values()
+
+
+DETECTORS: dict[str, type[Detector]] = {}
+
+
+def register(cls: type[Detector]) -> type[Detector]:
+    DETECTORS[cls.name] = cls
+    return cls

@@ -1,0 +1,230 @@
+"""Collapse of the learning signal: zero-variance groups (advantage collapse, §17.1) and token entropy (§17.2,
+§17.7)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from ... import metric_names as mn
+from .base import Alert, Detector, Windowed, register
+from .context import _on_policy, _unknown_config_note
+from .rows import StepWindow, _finite, _num, _RewardRange, accuracy_now
+
+
+@register
+class AdvantageCollapse(Windowed):
+    """Zero-variance groups (§17.1): mean over `window` steps >= `threshold` (critical at `critical`).
+    Uses the accuracy-based fraction when logged (what dynamic sampling filters), else the reward-based one."""
+
+    name, mode = "advantage_collapse", "advantage collapse"
+    threshold, critical, window = 0.5, 0.8, 5
+    keys = (mn.ZV_ACC_FRAC, mn.ZV_FRAC, mn.ZV_SAMPLE_FRAC)
+    requires = (keys,)
+
+    def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
+        super().__init__(context, **params)
+        self.split = StepWindow(self.window)
+
+    def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
+        key = self.push(step, m)
+        if key is None:
+            return self.active, None
+        self.split.add(step, (_finite(m, mn.ZV_ALL_CORRECT), _finite(m, mn.ZV_ALL_WRONG)))
+        if not self.full() or self.mean() < self.threshold:
+            return False, None
+        zv = self.mean()
+        ev: dict[str, Any] = {"zero_variance_frac": round(zv, 3), "signal": key, "window_steps": self.window}
+        c = [x for x, _ in self.split.values() if math.isfinite(x)]
+        w = [x for _, x in self.split.values() if math.isfinite(x)]
+        if c and w:
+            ev["all_correct_frac"] = round(statistics.fmean(c), 3)
+            ev["all_wrong_frac"] = round(statistics.fmean(w), 3)
+        ev["wasted_compute"] = f"~{zv:.0%} of sampled groups give no gradient"
+        if "all_wrong_frac" not in ev:
+            data = (
+                "prompts the model solves sometimes (this log does not say whether groups are all-right or all-wrong)"
+            )
+        elif ev["all_wrong_frac"] >= ev["all_correct_frac"]:
+            data = "easier prompts (the model fails every sample)"
+        else:
+            data = "harder prompts (the model always succeeds)"
+        ds = self.context.get("dynamic_sampling")
+        if ds:
+            fix = (
+                f"dynamic sampling is on and pays for this with extra generation rounds: a data mix with {data} "
+                "(grpokit preflight filters them), or a larger group size G"
+            )
+        else:
+            fix = (
+                f"DAPO dynamic sampling (algo.dynamic_sampling=true) to drop degenerate groups; a data mix with "
+                f"{data} (grpokit preflight filters them); a larger group size G" + _unknown_config_note(self.context)
+            )
+        actions = [] if ds else ["algo.dynamic_sampling=true"]
+        sev = "critical" if zv >= self.critical else "warning"
+        what = "accuracy" if key == mn.ZV_ACC_FRAC else "reward"
+        return True, Alert(
+            self.mode,
+            self.name,
+            self.values.first_step(),
+            step,
+            sev,
+            f"{zv:.0%} of groups have zero {what} variance over the last {self.window} steps",
+            ev,
+            fix,
+            actions,
+        )
+
+
+@register
+class EntropyCollapse(Detector):
+    """§17.7: mean token entropy strictly below `h_star` nats for more than `patience` consecutive training steps
+    (NaN resets the counter and raises an 'entropy metric missing' alert; a row without the signal, such as a skipped
+    update, neither counts nor resets: the steps it covers still count); relative variant: below `rel_frac` x the
+    mean of the first `baseline_steps` logged values for more than `patience` steps. While accuracy (train or
+    held-out accuracy, or a 0/1 reward; the mean of the last `acc_window` steps) is at or above `ceiling`, low
+    entropy is reported as convergence, not collapse: on a task with one right answer a policy that is right
+    almost always has no reason to spread its probability."""
+
+    name, mode = "entropy_collapse", "entropy collapse"
+    h_star, patience, rel_frac, baseline_steps, ceiling, acc_window = 0.5, 50, 0.1, 10, 0.9, 10
+    requires = ((mn.ENTROPY_TOKEN_MEAN,),)
+
+    def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
+        super().__init__(context, **params)
+        self.count = self.rel_count = 0
+        self.since: int | None = None
+        self.rel_since: int | None = None
+        self.baseline: list[float] = []
+        self.missing_reported = False
+        self.acc = StepWindow(self.acc_window)  # (signal, accuracy) of recent steps; their mean is compared
+        self.range = _RewardRange()
+
+    @property
+    def min_steps(self) -> int:
+        return int(self.patience) + 1
+
+    def _accuracy(self) -> tuple[str | None, float]:
+        vals = self.acc.values()
+        if not vals:
+            return None, math.nan
+        return vals[-1][0], statistics.fmean(v for _, v in vals)
+
+    def _fix(self) -> tuple[str, list[str]]:
+        ctx = self.context
+        parts: list[str] = []
+        actions: list[str] = []
+        on_policy = _on_policy(ctx)
+        eps_high, eps_low = ctx.get("eps_high"), ctx.get("eps_low")
+        if on_policy:
+            parts.append(
+                "(clip-higher cannot act here: each batch is used once, epochs x mini-batches = 1, so the ratio "
+                "is 1 and nothing clips)"
+            )
+        elif isinstance(eps_high, (int, float)) and isinstance(eps_low, (int, float)) and eps_high > eps_low:
+            parts.append(f"clip-higher is on (eps_high={eps_high}): raise it further (algo.eps_high+=0.04)")
+            actions.append("algo.eps_high+=0.04")
+        else:
+            parts.append("clip-higher (algo.eps_high=0.28)")
+            actions.append("algo.eps_high+=0.04")
+        coef = ctx.get("entropy_coef")
+        if isinstance(coef, (int, float)) and coef > 0:
+            parts.append(f"a larger entropy bonus (algo.entropy_coef is {coef})")
+        else:
+            parts.append("an entropy bonus (algo.entropy_coef)")
+        actions.append("algo.entropy_coef+=0.001")
+        parts.append("a higher sampling temperature")
+        if ctx.get("policy_loss") not in ("clip_cov", "kl_cov"):
+            parts.append("Clip-Cov / KL-Cov for long runs")
+        if on_policy:
+            parts = parts[1:] + parts[:1]  # what can act first, the note last
+        return ", ".join(parts) + _unknown_config_note(ctx), actions
+
+    def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
+        self.range.update(m)
+        key, acc = accuracy_now(m, self.range.zero_one)
+        if key is not None:
+            self.acc.add(step, (key, acc))
+        if mn.ENTROPY_TOKEN_MEAN not in m:
+            return self.active, None
+        h = _num(m, mn.ENTROPY_TOKEN_MEAN)
+        if not math.isfinite(h):
+            self.count = self.rel_count = 0
+            self.since = self.rel_since = None
+            return False, None
+        if len(self.baseline) < self.baseline_steps:
+            self.baseline.append(h)
+        if h < self.h_star:
+            self.since = step if self.since is None else self.since
+            self.count = step - self.since + 1
+        else:
+            self.since, self.count = None, 0
+        base = statistics.fmean(self.baseline) if self.baseline else math.nan
+        rel = len(self.baseline) >= self.baseline_steps and h < self.rel_frac * base
+        if rel:
+            self.rel_since = step if self.rel_since is None else self.rel_since
+            self.rel_count = step - self.rel_since + 1
+        else:
+            self.rel_since, self.rel_count = None, 0
+        if self.count <= self.patience and self.rel_count <= self.patience:
+            return False, None
+        absolute = self.count > self.patience
+        n = self.count if absolute else self.rel_count
+        ev: dict[str, Any] = {
+            "entropy": round(h, 4),
+            "steps_below": n,
+            "threshold": self.h_star if absolute else round(self.rel_frac * base, 4),
+            "initial_entropy": round(base, 4),
+        }
+        why = f"below {self.h_star} nats" if absolute else f"below {self.rel_frac:.0%} of its initial {base:.2f}"
+        acc_key, acc_v = self._accuracy()
+        if acc_key is not None and acc_v >= self.ceiling:
+            ev["accuracy"] = round(acc_v, 3)
+            ev["accuracy_signal"] = acc_key
+            return True, Alert(
+                "convergence",
+                self.name,
+                step - n + 1,
+                step,
+                "info",
+                f"token entropy {h:.3f} has been {why} for {n} steps with accuracy at {acc_v:.0%}: the policy has "
+                "converged on answers it gets right (one right answer per prompt), not collapsed",
+                ev,
+                "the task is solved for this model: stop here, or train on harder data (grpokit preflight filters "
+                "always-solved prompts); if the task needs diverse answers, treat it as entropy collapse",
+                [],
+            )
+        fix, actions = self._fix()
+        return True, Alert(
+            self.mode,
+            self.name,
+            step - n + 1,
+            step,
+            "critical",
+            f"token entropy {h:.3f} has been {why} for {n} steps",
+            ev,
+            fix,
+            actions,
+        )
+
+    def observe(self, step: int, m: dict[str, Any]) -> Alert | None:
+        alert = super().observe(step, m)
+        if (
+            mn.ENTROPY_TOKEN_MEAN in m
+            and not math.isfinite(_num(m, mn.ENTROPY_TOKEN_MEAN))
+            and not self.missing_reported
+        ):
+            self.missing_reported = True  # §17.7: a NaN entropy resets the counter and is reported once
+            return Alert(
+                "entropy metric missing",
+                self.name,
+                step,
+                step,
+                "warning",
+                f"token entropy is {m[mn.ENTROPY_TOKEN_MEAN]} at step {step}: the collapse counter was reset",
+                {mn.ENTROPY_TOKEN_MEAN: str(m[mn.ENTROPY_TOKEN_MEAN])},
+                "check the training forward logs entropy (empty response masks give NaN)",
+                [],
+            )
+        return alert

@@ -1,0 +1,103 @@
+"""KL to the reference (§17.3): too large, growing without bound, or a penalty that outweighs the policy gradient."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ... import metric_names as mn
+from .base import Alert, Windowed, register
+from .rows import StepWindow, _finite, _r, _slope
+
+
+@register
+class KLDrift(Windowed):
+    """KL to the reference (§17.3): above `kl_max`, or growing without bound (slope > 0 over `window` steps, the
+    last value > `growth` x the first (the first floored at `kl_floor`) and above the absolute floor `min_kl`: a KL
+    going 0.006 -> 0.03 is not drift). Opposite failure: with a KL penalty on, the penalty term exceeds the
+    policy-gradient term while reward stalls (slope <= 0) for `window` steps."""
+
+    name, mode = "kl_drift", "KL drift"
+    kl_max, growth, kl_floor, min_kl, window = 0.5, 3.0, 0.01, 0.1, 10
+    keys = (mn.KL_REF_K3, mn.KL_REF_K1, mn.ACTOR_KL_LOSS)
+    requires = (keys,)
+
+    def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
+        super().__init__(context, **params)
+        self.rewards = StepWindow(self.window)
+        self.dominates = StepWindow(self.window)
+
+    def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
+        key = self.push(step, m)
+        r = _finite(m, mn.REWARD_MEAN)
+        if math.isfinite(r):
+            self.rewards.add(step, r)
+        coef, kl_loss, pg = _finite(m, mn.KL_COEF), _finite(m, mn.ACTOR_KL_LOSS), _finite(m, mn.ACTOR_PG_LOSS)
+        # the policy-gradient term's scale: mean |advantage| when logged (the value of a group-normalised surrogate
+        # is ~0 on-policy whatever its gradient), else |pg loss|
+        pg_scale = _finite(m, mn.ADV_ABS_MEAN)
+        if not math.isfinite(pg_scale):
+            pg_scale = abs(pg)
+        if math.isfinite(coef) and math.isfinite(kl_loss) and math.isfinite(pg_scale):
+            self.dominates.add(step, coef * kl_loss > pg_scale and coef > 0)
+        if key is None:
+            return self.active, None
+        vals = self.vals()
+        last = vals[-1]
+        fix = (
+            "decoupled KL (no KL in the reward; algo.kl_placement=loss), an adaptive coefficient "
+            "(algo.kl_controller=adaptive), an EMA reference (algo.reference=ema)"
+        )
+        actions = [] if self.context.get("kl_controller") == "adaptive" else ["algo.kl_controller=adaptive"]
+        if last > self.kl_max:
+            return True, Alert(
+                self.mode,
+                self.name,
+                step,
+                step,
+                "critical",
+                f"KL to the reference {last:.3f} exceeds {self.kl_max}",
+                {"kl": round(last, 4), "signal": key},
+                fix,
+                actions,
+            )
+        if (
+            self.full()
+            and len(vals) >= 2
+            and _slope(vals) > 0
+            and last > self.growth * max(vals[0], self.kl_floor)
+            and last > max(self.kl_floor, self.min_kl)
+        ):
+            return True, Alert(
+                self.mode,
+                self.name,
+                self.values.first_step(),
+                step,
+                "warning",
+                f"KL to the reference grew from {vals[0]:.4g} to {last:.4g} "
+                f"({last / max(vals[0], self.kl_floor):.1f}x) in {step - self.values.first_step() + 1} steps",
+                {"kl_first": round(vals[0], 5), "kl_last": round(last, 5), "signal": key},
+                fix,
+                actions,
+            )
+        dom = self.dominates.values()
+        if (
+            self.dominates.full()
+            and dom
+            and all(dom)
+            and self.rewards.full()
+            and len(self.rewards) >= 2
+            and _slope(self.rewards.values()) <= 0
+        ):
+            return True, Alert(
+                self.mode,
+                self.name,
+                self.dominates.first_step(),
+                step,
+                "warning",
+                "the KL penalty outweighs the policy gradient and reward has stalled",
+                {"kl_coef": coef, "kl_loss": _r(kl_loss, 5), "pg_scale": _r(pg_scale, 5)},
+                "lower the KL coefficient or use an adaptive controller (algo.kl_controller=adaptive)",
+                ["algo.kl_coef*=0.5"],
+            )
+        return False, None

@@ -1,0 +1,116 @@
+"""Response length (§17.5): incorrect answers growing longer than correct ones, length collapse, truncation."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from ... import metric_names as mn
+from .base import Alert, Windowed, register
+from .rows import StepWindow, _finite, _slope
+
+
+@register
+class LengthBias(Windowed):
+    """Incorrect responses longer than correct ones by `ratio` and still growing over `window` steps (the 1/|o|
+    length bias of §4), or length collapse: mean length below `collapse_frac` of its first-steps level while
+    accuracy has not improved (VC-PPO's symptom)."""
+
+    name, mode = "length_bias", "length bias"
+    ratio, window, collapse_frac = 1.3, 10, 0.3
+    keys = (mn.LENGTH_INCORRECT_MEAN,)
+    requires = ((mn.LENGTH_INCORRECT_MEAN, mn.LENGTH_MEAN),)
+
+    def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
+        super().__init__(context, **params)
+        self.first_len: list[float] = []
+        self.first_acc: list[float] = []
+        self.ratios = StepWindow(self.window)
+
+    def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
+        self.push(step, m)
+        inc, cor = _finite(m, mn.LENGTH_INCORRECT_MEAN), _finite(m, mn.LENGTH_CORRECT_MEAN)
+        if math.isfinite(inc) or math.isfinite(cor):
+            self.ratios.add(step, inc / cor if math.isfinite(inc) and math.isfinite(cor) and cor > 0 else math.nan)
+        rs = self.ratios.values()
+        sustained = self.ratios.full() and bool(rs) and all(r > self.ratio for r in rs)
+        mean, acc = _finite(m, mn.LENGTH_MEAN), _finite(m, mn.REWARD_ACCURACY)
+        fix = (
+            "token-level aggregation (algo.loss_agg=token-mean), Dr. GRPO normalisation "
+            "(algo.loss_agg=constant-norm, algo.adv_scale=none), overlong shaping (algo.soft_overlong=true)"
+        )
+        if (
+            self.full()
+            and sustained
+            and math.isfinite(inc)
+            and math.isfinite(cor)
+            and cor > 0
+            and _slope(self.vals()) > 0
+        ):
+            return True, Alert(
+                self.mode,
+                self.name,
+                self.values.first_step(),
+                step,
+                "warning",
+                f"incorrect responses ({inc:.0f} tokens) are {inc / cor:.1f}x longer than correct "
+                f"ones ({cor:.0f}) and growing",
+                {"incorrect_len": round(inc, 1), "correct_len": round(cor, 1)},
+                fix,
+                ["algo.loss_agg=token-mean"],
+            )
+        if math.isfinite(mean):
+            if len(self.first_len) < 5:
+                self.first_len.append(mean)
+                if math.isfinite(acc):
+                    self.first_acc.append(acc)
+            elif mean < self.collapse_frac * statistics.fmean(self.first_len):
+                base_acc = statistics.fmean(self.first_acc) if self.first_acc else math.nan
+                if math.isfinite(acc) and math.isfinite(base_acc) and acc <= base_acc:
+                    return True, Alert(
+                        "length collapse",
+                        self.name,
+                        step,
+                        step,
+                        "warning",
+                        f"mean length fell to {mean:.0f} from {statistics.fmean(self.first_len):.0f} "
+                        "tokens without any accuracy gain",
+                        {"length": round(mean, 1), "accuracy": round(acc, 3), "initial_accuracy": round(base_acc, 3)},
+                        "value pretraining and decoupled GAE for PPO (VC-PPO); a lower learning rate",
+                        [],
+                    )
+        return False, None
+
+
+@register
+class Truncation(Windowed):
+    """Share of responses cut at the maximum length: window mean >= `threshold` and not falling."""
+
+    name, mode = "truncation", "truncation"
+    threshold, window = 0.2, 5
+    keys = (mn.LENGTH_TRUNCATION_RATE,)
+    requires = (keys,)
+
+    def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
+        if self.push(step, m) is None or not self.full():
+            return self.active, None
+        vals = self.vals()
+        if self.mean() >= self.threshold and vals[-1] >= vals[0]:
+            fix = (
+                "overlong filtering (algo.overlong_filter=true) or soft overlong punishment "
+                "(algo.soft_overlong=true), or a larger rollout.max_new_tokens"
+            )
+            actions = [] if self.context.get("soft_overlong") else ["algo.soft_overlong=true"]
+            return True, Alert(
+                self.mode,
+                self.name,
+                self.values.first_step(),
+                step,
+                "warning",
+                f"{self.mean():.0%} of responses hit the length limit",
+                {"truncation_rate": round(self.mean(), 3), "now": round(vals[-1], 3)},
+                fix,
+                actions,
+            )
+        return False, None

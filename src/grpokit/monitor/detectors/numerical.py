@@ -1,0 +1,90 @@
+"""Numerical trouble: non-finite loss or gradients, gradient-norm spikes."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+from ... import metric_names as mn
+from .base import Alert, Detector, register
+from .rows import StepWindow, _finite, _num
+
+
+@register
+class Numerical(Detector):
+    """NaN/inf loss (`train/nonfinite_loss`), non-finite gradients (`train/nonfinite_grad`), or a gradient-norm spike
+    above `spike` x the median of the previous `history` steps and above the absolute floor `grad_floor` (a norm
+    going 0.01 -> 0.2 is no trouble; a log whose norms are mostly 0 has median 0 and is judged on the floor)."""
+
+    name, mode = "numerical", "numerical trouble"
+    spike, history, grad_floor = 10.0, 20, 1.0
+    requires = ((mn.TRAIN_GRAD_NORM, mn.TRAIN_NONFINITE_GRAD, mn.TRAIN_NONFINITE_LOSS),)
+
+    def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
+        super().__init__(context, **params)
+        self.norms = StepWindow(self.history)
+
+    @property
+    def min_steps(self) -> int:
+        return 6
+
+    def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
+        # logs store a NaN loss as null (indistinguishable from "not logged"), so the trainer flags it explicitly
+        if _finite(m, mn.TRAIN_NONFINITE_LOSS) > 0:
+            return True, Alert(
+                self.mode,
+                self.name,
+                step,
+                step,
+                "critical",
+                "the loss is NaN or infinite",
+                {"nonfinite_loss": 1},
+                "lower the learning rate; check rewards for NaN",
+                ["train.lr*=0.5"],
+            )
+        if _finite(m, mn.TRAIN_NONFINITE_GRAD) > 0:
+            return True, Alert(
+                self.mode,
+                self.name,
+                step,
+                step,
+                "critical",
+                "non-finite gradient (step skipped)",
+                {"nonfinite_grad": 1},
+                "lower the learning rate; use fp32",
+                ["train.lr*=0.5"],
+            )
+        g = _num(m, mn.TRAIN_GRAD_NORM)
+        if g == math.inf:
+            return True, Alert(
+                self.mode,
+                self.name,
+                step,
+                step,
+                "critical",
+                "the gradient norm is infinite",
+                {"grad_norm": "inf"},
+                "lower the learning rate; use fp32",
+                ["train.lr*=0.5"],
+            )
+        if not math.isfinite(g):
+            return (self.active, None) if mn.TRAIN_GRAD_NORM not in m else (False, None)
+        prev = [v for v in self.norms.values() if math.isfinite(v)]
+        self.norms.add(step, g)
+        if len(prev) >= 5:
+            med = statistics.median(prev)
+            if g > self.grad_floor and g > self.spike * med:
+                ratio = f"{g / med:.0f}x its recent median {med:.3g}" if med > 0 else "from a recent median of 0"
+                return True, Alert(
+                    self.mode,
+                    self.name,
+                    step,
+                    step,
+                    "warning",
+                    f"gradient norm {g:.3g} is {ratio}",
+                    {"grad_norm": g, "median": med},
+                    "lower the learning rate (train.lr) or tighten train.max_grad_norm",
+                    ["train.lr*=0.5"],
+                )
+        return False, None
