@@ -1,24 +1,48 @@
-"""Atomic checkpoints: model (safetensors), value head, reference, optimizer, RNG states and data position.
+"""Checkpoints that are Hugging Face model directories, with the trainer state beside them; written atomically.
 
-A checkpoint is written into `checkpoints/.tmp-step_N` and renamed to `checkpoints/step_N` only when complete,
-so a crash mid-write never corrupts the last good checkpoint. Older ones beyond `keep` are removed afterwards.
+    checkpoints/step_N/
+        config.json, generation_config.json, model.safetensors   the policy (`save_pretrained`); a LoRA run writes
+                                                                  the PEFT adapter (adapter_config.json,
+                                                                  adapter_model.safetensors) instead
+        tokenizer.json, tokenizer_config.json, ...               the tokenizer
+        merged/                                                   LoRA runs with train.save_merged: the full model
+        trainer_state/
+            state.json                                            step, data position, coefficients, precision, ...
+            optimizer.pt                                          optimizer, scheduler, RNG states, `extra` states
+            critic.safetensors, ref_model.safetensors             other modules a resume needs
+            rank_<r>.json                                         per-rank state (`rank_states`), when given
+
+So `AutoModelForCausalLM.from_pretrained("runs/x/checkpoints/step_N")`, `grpokit eval --model ...step_N` and
+vLLM load a checkpoint directly (the trainer state lies in a sub-folder, where a `*.safetensors` glob of the
+model directory does not reach).
+
+A checkpoint is written into `checkpoints/.tmp-step_N` and renamed to `checkpoints/step_N` only when complete, so
+a crash mid-write never corrupts the last good checkpoint. Older ones beyond `keep` are removed afterwards.
+A checkpoint is read completely before anything is restored, so an unreadable one (a truncated safetensors file,
+a bad state.json) changes nothing: `load_latest` then moves it aside to `step_N.corrupt` and falls back to the
+previous checkpoint, saying so in one line.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import random
 import re
 import shutil
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_model, save_model
+from safetensors.torch import load_file, save_file
 
 STEP_RE = re.compile(r"^step_(\d+)$")
+STATE_DIR = "trainer_state"
+FORMAT = 2  # 1: flat files (model.safetensors, state.json, trainer_state.pt), read for runs written before
 
 
 class CheckpointError(RuntimeError):
@@ -42,6 +66,20 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def is_peft(model: torch.nn.Module) -> bool:
+    return hasattr(model, "peft_config") and hasattr(model, "merge_and_unload")
+
+
+def save_model_dir(model: torch.nn.Module, tokenizer: Any, out: Path, *, merged: bool = False) -> None:
+    """`out` as a Hugging Face directory: the model (a PEFT adapter stays an adapter unless `merged`), its
+    generation config and the tokenizer."""
+    if merged and is_peft(model):
+        model = copy.deepcopy(model).merge_and_unload()
+    model.save_pretrained(out, safe_serialization=True)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(out)
+
+
 def save_checkpoint(
     run_dir: Path,
     step: int,
@@ -52,17 +90,30 @@ def save_checkpoint(
     state: dict[str, Any],
     keep: int = 2,
     extra: dict[str, Any] | None = None,
+    tokenizer: Any = None,
+    save_merged: bool = False,
+    rank_states: dict[int, dict[str, Any]] | None = None,
 ) -> Path:
-    """Write checkpoint `step` atomically; returns its directory. `extra` holds further state dicts (e.g. the
-    critic's optimizer), restored by name with `load_checkpoint(..., extra=...)`."""
+    """Write checkpoint `step` atomically; returns its directory.
+
+    `modules["model"]` is the policy, written as a Hugging Face directory with `tokenizer`; other modules (critic,
+    moving reference) go to `trainer_state/<name>.safetensors`. `extra` holds further objects with state dicts
+    (e.g. the critic's optimizer), restored by name. `rank_states` maps a process rank to a JSON-able dict of
+    that rank's own state (e.g. its prompt-stream position), returned by `load_checkpoint(..., rank=r)`."""
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-step_{step}"
     if tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir()
+    (tmp / STATE_DIR).mkdir(parents=True)
+    model = modules["model"]
+    save_model_dir(model, tokenizer, tmp)
+    if save_merged and is_peft(model):
+        save_model_dir(model, tokenizer, tmp / "merged", merged=True)
+    sd = tmp / STATE_DIR
     for name, mod in modules.items():
-        save_model(mod, str(tmp / f"{name}.safetensors"))
+        if name != "model":
+            save_file(_contiguous(mod.state_dict()), str(sd / f"{name}.safetensors"))
     torch.save(
         {
             "optimizer": optimizer.state_dict(),
@@ -70,9 +121,11 @@ def save_checkpoint(
             "rng": rng_state(),
             "extra": {k: v.state_dict() for k, v in (extra or {}).items()},
         },
-        tmp / "trainer_state.pt",
+        sd / "optimizer.pt",
     )
-    (tmp / "state.json").write_text(json.dumps({"step": step, **state}, indent=1))
+    for rank, body in (rank_states or {}).items():
+        (sd / f"rank_{rank}.json").write_text(json.dumps(body))
+    (sd / "state.json").write_text(json.dumps({"step": step, "format": FORMAT, **state}, indent=1))
     final = root / f"step_{step}"
     if final.exists():
         shutil.rmtree(final)
@@ -80,6 +133,11 @@ def save_checkpoint(
     for old in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def _contiguous(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """safetensors refuses shared or non-contiguous storage: one contiguous copy per tensor."""
+    return {k: v.detach().contiguous().clone() for k, v in sd.items()}
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:
@@ -95,6 +153,73 @@ def latest_checkpoint(run_dir: Path) -> Path | None:
     return cps[-1] if cps else None
 
 
+def _state_path(path: Path) -> Path:
+    new = path / STATE_DIR / "state.json"
+    return new if new.exists() or not (path / "state.json").exists() else path / "state.json"
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """A checkpoint's state.json (either layout); CheckpointError when it is missing or not a JSON object."""
+    p = _state_path(path)
+    try:
+        state = json.loads(p.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{p.relative_to(path.parent)}: {_short(e)}") from e
+    if not isinstance(state, dict) or not isinstance(state.get("step"), int):
+        raise CheckpointError(f"{p.relative_to(path.parent)}: no integer 'step'")
+    return state
+
+
+def _short(e: BaseException) -> str:
+    return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+
+
+def _read_weights(path: Path, modules: dict[str, torch.nn.Module]) -> dict[str, dict[str, torch.Tensor]]:
+    """Every module's tensors, read completely (a truncated file fails here, before anything is restored)."""
+    legacy = not (path / STATE_DIR).is_dir()
+    out: dict[str, dict[str, torch.Tensor]] = {}
+    for name, mod in modules.items():
+        if legacy:
+            files = [path / f"{name}.safetensors"]
+        elif name != "model":
+            files = [path / STATE_DIR / f"{name}.safetensors"]
+        elif is_peft(mod):
+            files = [path / "adapter_model.safetensors"]
+        else:
+            index = path / "model.safetensors.index.json"
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.exists() else []
+            files = [path / s for s in shards] or [path / "model.safetensors"]
+        tensors: dict[str, torch.Tensor] = {}
+        for f in files:
+            if not f.exists():
+                raise CheckpointError(f"{f.relative_to(path.parent)} is missing")
+            try:
+                tensors.update(load_file(str(f)))
+            except Exception as e:  # safetensors raises its own error types for truncated or garbled files
+                raise CheckpointError(f"{f.relative_to(path.parent)}: {_short(e)}") from e
+        out[name] = tensors
+    return out
+
+
+def _apply_weights(path: Path, name: str, mod: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> None:
+    if name == "model" and is_peft(mod) and (path / "adapter_model.safetensors").exists():
+        from peft import set_peft_model_state_dict
+
+        result = set_peft_model_state_dict(mod, tensors)
+        unexpected = list(getattr(result, "unexpected_keys", []) or [])
+        if unexpected:
+            raise CheckpointError(f"{path.name}: adapter does not match the model (unexpected {unexpected[:3]})")
+        return
+    missing, unexpected = mod.load_state_dict(tensors, strict=False)
+    loaded = {p.data_ptr() for k, p in mod.state_dict().items() if k in tensors}
+    params = mod.state_dict()
+    missing = [k for k in missing if params[k].data_ptr() not in loaded]  # tied weights (lm_head) are not saved
+    if unexpected or missing:
+        raise CheckpointError(
+            f"{path.name}/{name} does not match the model (missing {missing[:3]}, unexpected {list(unexpected)[:3]})"
+        )
+
+
 def load_checkpoint(
     path: Path,
     *,
@@ -102,40 +227,70 @@ def load_checkpoint(
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
     extra: dict[str, Any] | None = None,
+    rank: int = 0,
 ) -> dict[str, Any]:
-    """Restore modules, optimizer, scheduler, `extra` state dicts and RNG states from `path`; returns state.json."""
+    """Restore modules, optimizer, scheduler, `extra` state dicts and RNG states from `path`; returns state.json
+    (with this rank's `rank_states` entry under "rank_state" when there is one). Everything is read before
+    anything is restored: an unreadable checkpoint raises CheckpointError and leaves the trainer as it was."""
+    state = read_state(path)
+    weights = _read_weights(path, modules)
+    legacy = not (path / STATE_DIR).is_dir()
+    ts_path = path / "trainer_state.pt" if legacy else path / STATE_DIR / "optimizer.pt"
     try:
-        state = json.loads((path / "state.json").read_text())
-        for name, mod in modules.items():
-            f = path / f"{name}.safetensors"
-            if not f.exists():
-                raise CheckpointError(f"{f} is missing")
-            missing, unexpected = load_model(mod, str(f), strict=False)
-            if unexpected or [k for k in missing if "lm_head" not in k]:
-                raise CheckpointError(
-                    f"{f} does not match the model (missing {list(missing)[:3]}, unexpected {list(unexpected)[:3]})"
-                )
-        ts = torch.load(path / "trainer_state.pt", weights_only=False)
-    except (OSError, json.JSONDecodeError, RuntimeError) as e:
-        raise CheckpointError(
-            f"cannot read checkpoint {path}: {e}. Delete it to resume from the previous one, or start a new run"
-        ) from e
+        ts = torch.load(ts_path, weights_only=False)
+        rank_file = path / STATE_DIR / f"rank_{rank}.json"
+        if rank_file.exists():
+            state["rank_state"] = json.loads(rank_file.read_text())
+    except Exception as e:  # a truncated pickle raises EOFError, UnpicklingError, RuntimeError...
+        raise CheckpointError(f"{ts_path.relative_to(path.parent)}: {_short(e)}") from e
+    missing = [name for name in (extra or {}) if name not in ts.get("extra", {})]
+    if missing:
+        raise CheckpointError(f"checkpoint {path} has no state for {missing[0]!r}")
+    for name, mod in modules.items():
+        _apply_weights(path, name, mod, weights[name])
     optimizer.load_state_dict(ts["optimizer"])
     scheduler.load_state_dict(ts["scheduler"])
     for name, obj in (extra or {}).items():
-        if name not in ts.get("extra", {}):
-            raise CheckpointError(f"checkpoint {path} has no state for {name!r}")
         obj.load_state_dict(ts["extra"][name])
     set_rng_state(ts["rng"])
     return state
 
 
+def load_latest(
+    run_dir: Path, *, say: Callable[[str], None] | None = None, **kwargs: Any
+) -> tuple[Path, dict[str, Any]] | None:
+    """Load the newest readable checkpoint of `run_dir` (None when there is none). An unreadable newer one is
+    renamed `step_N.corrupt` (kept for inspection, out of the way of pruning) and named in one line by `say`
+    (default: stderr). When none is readable: CheckpointError naming each."""
+    say = say or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    bad: list[tuple[Path, str]] = []
+    for path in reversed(list_checkpoints(run_dir)):
+        try:
+            state = load_checkpoint(path, **kwargs)
+        except CheckpointError as e:
+            bad.append((path, str(e)))
+            continue
+        for corrupt, why in bad:
+            aside = corrupt.with_name(f"{corrupt.name}.corrupt")
+            shutil.rmtree(aside, ignore_errors=True)
+            os.replace(corrupt, aside)
+            say(f"grpokit: checkpoint {corrupt.name} is unreadable ({why}), moved to {aside.name}; "
+                f"resuming from {path.name}")  # fmt: skip
+        return path, state
+    if bad:
+        names = "; ".join(f"{p.name} ({why})" for p, why in bad)
+        raise CheckpointError(
+            f"no readable checkpoint in {run_dir / 'checkpoints'}: {names}. Start a new run, or delete the "
+            "checkpoints to restart this one"
+        )
+    return None
+
+
 def recorded_precision(run_dir: Path) -> str | None:
-    """The resolved precision (`fp32`, `bf16-autocast`, ...) the latest checkpoint of `run_dir` was trained in."""
-    path = latest_checkpoint(Path(run_dir))
-    if path is None:
-        return None
-    try:
-        return json.loads((path / "state.json").read_text()).get("precision")
-    except (OSError, json.JSONDecodeError):
-        return None
+    """The resolved precision (`fp32`, `bf16-autocast`, ...) the newest readable checkpoint was trained in."""
+    for path in reversed(list_checkpoints(Path(run_dir))):
+        try:
+            return read_state(path).get("precision")
+        except CheckpointError:
+            continue
+    return None

@@ -1,0 +1,94 @@
+"""The result of reading another trainer's config: grpokit keys, and every foreign key accounted for.
+
+A `Translation` holds the grpokit values (dotted keys), which foreign key produced each, the foreign keys that have
+no grpokit equivalent (`unsupported`: the run differs from the foreign one there; `ignored`: bookkeeping with no
+effect on what is learned, such as logging or hub settings), and the foreign defaults applied for keys the file
+leaves unset (a TRL file without `beta` means TRL's beta 0.0, not grpokit's recipe value). `message()` names all
+of them in one message; `to_yaml()` writes the equivalent grpokit config file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+
+@dataclass
+class Translation:
+    """grpokit keys read from a foreign config file, with every foreign key accounted for."""
+
+    source: str  # "TRL GRPOConfig" | "verl"
+    path: str
+    keys: dict[str, Any] = field(default_factory=dict)  # grpokit dotted key -> value
+    mapped: dict[str, list[str]] = field(default_factory=dict)  # foreign key -> the grpokit keys it set
+    unsupported: dict[str, Any] = field(default_factory=dict)
+    ignored: dict[str, Any] = field(default_factory=dict)
+    defaults: dict[str, Any] = field(default_factory=dict)  # foreign defaults used for keys the file leaves unset
+    notes: list[str] = field(default_factory=list)
+    recipe: str | None = None  # the grpokit recipe the foreign algorithm corresponds to, when one does
+
+    def set(self, foreign: str | tuple[str, ...], **grpokit_keys: Any) -> None:
+        """Record `grpokit_keys` (written with `__` for the dot: `train__lr=1e-6`) as produced by `foreign`."""
+        names = (foreign,) if isinstance(foreign, str) else foreign
+        for name in names:  # a foreign key with no grpokit key to set is consumed: it means grpokit's behaviour
+            self.mapped.setdefault(name, [])
+        for k, v in grpokit_keys.items():
+            dotted = k.replace("__", ".")
+            self.keys[dotted] = v
+            for name in names:
+                if dotted not in self.mapped[name]:
+                    self.mapped[name].append(dotted)
+
+    def message(self) -> str:
+        """One message naming what was mapped, what was not (with values) and which foreign defaults apply."""
+        lines = [f"{self.path} is a {self.source} file: {len(self.mapped)} keys mapped to grpokit keys"]
+        if self.recipe:
+            lines[0] += f" (closest recipe: {self.recipe})"
+        if self.unsupported:
+            lines.append("  not supported, the run differs from the original here: " + _items(self.unsupported))
+        if self.ignored:
+            lines.append("  ignored (no effect on what is learned): " + _items(self.ignored))
+        if self.defaults:
+            lines.append(f"  {self.source} defaults used for keys the file does not set: " + _items(self.defaults))
+        lines += [f"  note: {n}" for n in self.notes]
+        lines.append(f"  see the mapping: grpokit config from-{self.source.split()[0].lower()} {self.path}")
+        return "\n".join(lines)
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The grpokit keys as config-file sections."""
+        out: dict[str, Any] = {}
+        for dotted, v in self.keys.items():
+            section, key = dotted.split(".", 1)
+            out.setdefault(section, {})[key] = v
+        return out
+
+    def to_yaml(self) -> str:
+        """The equivalent grpokit config file, commented with the foreign key behind each value."""
+        origin: dict[str, list[str]] = {}
+        for foreign, targets in self.mapped.items():
+            for t in targets:
+                origin.setdefault(t, []).append(foreign)
+        head = [f"# grpokit config written from the {self.source} config {self.path}"]
+        if self.recipe:
+            head.append(f"# closest recipe: {self.recipe} (grpokit train --recipe {self.recipe} --config THIS_FILE)")
+        for title, items in (("not supported", self.unsupported), ("ignored", self.ignored)):
+            if items:
+                head.append(f"# {title}: {_items(items)}")
+        if self.defaults:
+            head.append(f"# {self.source} defaults used for keys the file does not set: {_items(self.defaults)}")
+        head += [f"# note: {n}" for n in self.notes]
+        body = []
+        for section, values in self.to_mapping().items():
+            body.append(f"{section}:")
+            for k, v in values.items():
+                dumped = yaml.safe_dump(v, default_flow_style=True, width=10_000).strip()
+                dumped = dumped.removesuffix("\n...").removesuffix("...").strip()
+                src = ", ".join(origin.get(f"{section}.{k}", []))
+                body.append(f"  {k}: {dumped}" + (f"  # {src}" if src else ""))
+        return "\n".join(head + body) + "\n"
+
+
+def _items(d: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in d.items())

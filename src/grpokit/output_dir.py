@@ -1,0 +1,31 @@
+"""`--output-dir` / `train.output_dir`: the run directory is exactly this folder, as TRL's `output_dir`.
+
+Unlike `--out` (a parent folder: each run gets a new sub-folder), a new run refuses a folder that already holds a
+run (a config.yaml, metrics.jsonl or checkpoints/), so two runs never mix their logs and checkpoints; continue
+that run with `--resume` instead, or pick another folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+RUN_MARKERS = ("config.yaml", "metrics.jsonl", "checkpoints")
+
+
+class OutputDirError(ValueError):
+    """The output directory holds another run."""
+
+
+def claim_output_dir(path: str | Path) -> Path:
+    """The folder itself, created if missing; refused when it holds a run already."""
+    run = Path(path)
+    if run.exists() and not run.is_dir():
+        raise OutputDirError(f"--output-dir {run}: is a file, not a directory; pick a directory")
+    held = [m for m in RUN_MARKERS if (run / m).exists()]
+    if held:
+        raise OutputDirError(
+            f"--output-dir {run} already holds a run ({', '.join(held)}): continue it with "
+            f"`grpokit train --resume {run}`, or pick another directory (or --out PARENT for a new sub-folder)"
+        )
+    run.mkdir(parents=True, exist_ok=True)
+    return run
