@@ -111,7 +111,7 @@ def load_model_and_tokenizer(
             tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
             model = AutoModelForCausalLM.from_pretrained(source, dtype=weights_dtype, **options)
         except (OSError, ValueError, ImportError) as e:
-            raise ModelSpecError(_load_error(spec, e)) from e
+            raise ModelSpecError(_load_error(spec, e, local=isinstance(source, Path))) from e
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
@@ -148,11 +148,16 @@ def _model_source(spec: str) -> str | Path:
     return spec
 
 
-def _load_error(spec: str, e: Exception) -> str:
+def _load_error(spec: str, e: Exception, local: bool) -> str:
     from huggingface_hub import constants
 
     detail = f"{type(e).__name__}: {e}".splitlines()[0][:300]
-    if constants.HF_HUB_OFFLINE:
+    if "custom code" in detail or "trust_remote_code" in detail:
+        return (
+            f"--model {spec!r} comes with its own model code ({detail}); read it, then set "
+            "model.trust_remote_code=true to run it"
+        )
+    if constants.HF_HUB_OFFLINE and not local:
         return (
             f"--model {spec!r} is neither a local directory nor in the Hugging Face cache, and HF_HUB_OFFLINE=1 keeps "
             f"the Hub off ({detail}); unset HF_HUB_OFFLINE to download it, or download it where the Hub is "
