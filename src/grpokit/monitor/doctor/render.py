@@ -1,0 +1,75 @@
+"""A diagnosis as short, ranked, human-readable text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..detectors import SEVERITY_RANK
+from .knobs import TRAINER_KNOBS
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def _header(diag: dict[str, Any]) -> list[str]:
+    """Which run, its span, notes, the headline signals now, the verdict and the facts about the log."""
+    name = f" [{diag['run']}]" if diag.get("run") else ""
+    span = ""
+    if diag.get("first_step") is not None:
+        every = diag.get("logging_interval") or 1
+        span = f", steps {diag['first_step']}..{diag['last_step']}" + (f" every {every}" if every > 1 else "")
+    out = [f"{diag['path']}{name}: {diag['source']} log, {diag['steps']} steps{span}"]
+    for note in diag.get("notes", []):
+        out.append(f"  note: {note}")
+    if diag["last_values"]:
+        out.append("  now: " + ", ".join(f"{k} {v:.3g}" for k, v in diag["last_values"].items()))
+    out.append(f"  verdict: {diag.get('verdict', '')}")
+    for f in sorted(diag.get("findings", []), key=lambda f: SEVERITY_RANK.get(f["severity"], 9)):
+        out.append(f"  - {f['severity'].upper()} {f['message']}")
+    return out
+
+
+def _alert_lines(i: int, a: dict[str, Any], active: list[str]) -> list[str]:
+    """One alert: onset, what, evidence, its current value, escalations, explanation, the fix (and the same knob
+    in the trainer that wrote the log)."""
+    if a["mode"] in active and a.get("cleared_at") is None:
+        state = " (still active)"
+    elif a.get("cleared_at") is not None:
+        state = f" (cleared at step {a['cleared_at']})"
+    else:
+        state = ""
+    head = f"{i}. {a['severity'].upper()} {a['mode']}{state}: since step {a['step']}"
+    out = [f"{head} (confirmed at step {a['fired_at']})", f"   what: {a['message']}"]
+    out.append("   evidence: " + ", ".join(f"{k}={_fmt(v)}" for k, v in a["evidence"].items()))
+    cur = a.get("current")
+    if cur and cur.get("step") != a["fired_at"]:
+        out.append(f"   now (step {cur['step']}): {cur['message']}")
+    for e in a.get("escalations", []):
+        if "to" in e:
+            out.append(f"   escalated: {e['from']} -> {e['to']} at step {e['step']}")
+        else:
+            out.append(f"   became: {e['mode']} at step {e['step']}")
+    if a.get("explained_by"):
+        out.append(f"   explained by: {a['explained_by']}")
+    out.append(f"   change: {a['fix']}")
+    for trainer in TRAINER_KNOBS:
+        if eq := a.get(f"in_{trainer}"):
+            out.append(
+                f"   in {'TRL' if trainer == 'trl' else trainer}: " + "; ".join(f"{k} -> {v}" for k, v in eq.items())
+            )
+    return out
+
+
+def render(diag: dict[str, Any]) -> str:
+    """A short, ranked, human-readable diagnosis of one run."""
+    out = _header(diag)
+    if not diag["alerts"] and diag.get("verdict") not in ("never trained", "not an RL run"):
+        out.append("No failure mode detected." if diag["steps"] else "")
+    for i, a in enumerate(diag["alerts"], 1):
+        out.extend(_alert_lines(i, a, diag["active"]))
+    if diag["not_measurable"]:
+        out.append("Not measurable from this log (signals it does not record):")
+        for det, miss in diag["not_measurable"].items():
+            out.append(f"  - {det}: needs {', '.join(miss)}")
+    return "\n".join(line for line in out if line != "")
