@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from .config import Config
+from .data.limits import model_context, prompt_limit
 from .data.split import TaskData, load_task_data
 from .models import Precision, autocast_ctx, load_model_and_tokenizer, resolve_precision
 from .rewards import RewardManager
@@ -99,7 +100,8 @@ def open_session(
     if cfg.model.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model.train()
-    data = load_task_data(cfg.data, tokenizer, cfg.train.seed)
+    limit = prompt_limit(cfg.data, model_context(model), cfg.rollout.max_new_tokens)
+    data = load_task_data(cfg.data, tokenizer, cfg.train.seed, limit)
     if not cfg.reward.functions and data.default_reward is None:
         raise ValueError(
             "reward.functions is empty and data.answer_key is null (no reference answers for a default reward): "

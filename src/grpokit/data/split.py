@@ -16,6 +16,7 @@ import torch
 
 from .chat import has_own_system, render_prompt
 from .example import Example
+from .limits import PromptLimit, encode_prompts
 from .loaders import load_examples
 from .registry import get_task
 
@@ -33,12 +34,14 @@ class TaskData:
     train_tokens: list[list[int]]
     held_out_tokens: list[list[int]]
     default_reward: str | None
+    limit: PromptLimit | None = None  # the prompt length limit applied, with the ids it skipped
 
 
-def load_task_data(data_cfg: Any, tokenizer: Any, seed: int) -> TaskData:
+def load_task_data(data_cfg: Any, tokenizer: Any, seed: int, limit: PromptLimit | None = None) -> TaskData:
     """Resolve `data.task` (a built-in task name, a local file or directory, a datasets name) into encoded train /
     held-out examples; `data.system_prompt` goes in front of every conversation without a system message of its own
-    (those that have one keep it: counted and logged)."""
+    (those that have one keep it: counted and logged). Prompts over `limit` are skipped and counted in
+    `limit.skipped`, or refused (`grpokit.data.limits`)."""
     train, held_out, reward = _examples(data_cfg, seed)
     if not train:
         raise ValueError(f"data.task={data_cfg.task!r} gave no training examples")
@@ -48,11 +51,12 @@ def load_task_data(data_cfg: Any, tokenizer: Any, seed: int) -> TaskData:
         if own:
             log.warning("data.system_prompt not used on %d examples that bring their own system message", own)
 
-    def encode(ex: Example) -> list[int]:
-        text = render_prompt(tokenizer, ex, system, template_kwargs)
-        return tokenizer(text, add_special_tokens=False)["input_ids"]
+    def render(ex: Example) -> str:
+        return render_prompt(tokenizer, ex, system, template_kwargs)
 
-    return TaskData(train, held_out, [encode(e) for e in train], [encode(e) for e in held_out], reward)
+    train, train_ids = encode_prompts(train, render, tokenizer, limit, "training")
+    held_out, held_out_ids = encode_prompts(held_out, render, tokenizer, limit, "held-out")
+    return TaskData(train, held_out, train_ids, held_out_ids, reward, limit)
 
 
 def _examples(d: Any, seed: int) -> tuple[list[Example], list[Example], str | None]:
