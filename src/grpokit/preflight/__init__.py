@@ -1,0 +1,58 @@
+"""`grpokit preflight`: measure the starting model on the training data before spending compute on RL.
+
+It samples G completions for a seeded sample of training prompts with the recipe's rollout settings, scores
+them with the run's rewards, and reports:
+
+- per-prompt pass rates, and the expected fraction of zero-variance groups (no learning signal: all correct
+  or all wrong) for several group sizes, from the binomial formula P(zv) = p^G + (1-p)^G averaged over
+  prompts, with a recommended G;
+- a difficulty-filtered JSONL of the sampled prompts that were neither always nor never solved;
+- the model's token entropy at the sampling temperature (is it too peaked to explore?);
+- completion lengths, truncation rate, and a recommended `rollout.max_new_tokens` / `algo.overlong_cache`;
+- the estimated seconds per training step on this machine.
+
+Pass rates are plug-in estimates from G samples, so with small G they are coarse (a prompt solved 4/4 counts
+as p = 1 at every group size); sample more prompts or a larger G for sharper numbers.
+"""
+
+from __future__ import annotations
+
+from .command import cmd_preflight, register_cli
+from .estimates import (
+    CACHE_FRACTION,
+    GROUP_SIZES,
+    LENGTH_MARGIN,
+    LOW_ENTROPY_NATS,
+    NEAR_UNIFORM,
+    RELATIVE_LOW,
+    ZV_TARGET,
+    entropy_verdict,
+    histogram,
+    percentiles,
+    recommend_group_size,
+    recommend_length,
+    zero_variance,
+)
+from .measure import run_preflight, write_outputs
+from .render import render
+
+__all__ = [
+    "CACHE_FRACTION",
+    "GROUP_SIZES",
+    "LENGTH_MARGIN",
+    "LOW_ENTROPY_NATS",
+    "NEAR_UNIFORM",
+    "RELATIVE_LOW",
+    "ZV_TARGET",
+    "cmd_preflight",
+    "entropy_verdict",
+    "histogram",
+    "percentiles",
+    "recommend_group_size",
+    "recommend_length",
+    "register_cli",
+    "render",
+    "run_preflight",
+    "write_outputs",
+    "zero_variance",
+]

@@ -1,0 +1,95 @@
+"""Preflight's pure estimates: expected zero-variance groups per group size (binomial P(zv) = p^G + (1-p)^G),
+the recommended G, pass-rate histogram, percentiles, the entropy verdict and the recommended length limit."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+GROUP_SIZES = (2, 4, 8, 16, 32, 64)
+ZV_TARGET = 0.5
+LOW_ENTROPY_NATS = 0.5  # absolute rule: below this the policy barely explores (seeds' rule)
+RELATIVE_LOW = 0.1  # relative rule: below 0.1 x ln(vocab size) (the entropy of a uniform next token)
+NEAR_UNIFORM = 0.5  # above 0.5 x ln(vocab): near-uniform, an untrained model or a too-high temperature
+LENGTH_MARGIN = 1.25
+CACHE_FRACTION = 0.2
+
+
+def zero_variance(pass_rates: list[float], group_size: int) -> dict[str, float]:
+    """Expected fraction of groups of `group_size` with zero reward variance: mean of p^G + (1-p)^G."""
+    n = len(pass_rates)
+    if n == 0:
+        return {"all_correct": math.nan, "all_wrong": math.nan, "zero_variance": math.nan}
+    correct = sum(p**group_size for p in pass_rates) / n
+    wrong = sum((1 - p) ** group_size for p in pass_rates) / n
+    return {"all_correct": correct, "all_wrong": wrong, "zero_variance": correct + wrong}
+
+
+def recommend_group_size(table: dict[int, dict[str, float]], target: float = ZV_TARGET) -> int | None:
+    """The smallest group size whose expected zero-variance fraction is below `target`, or None."""
+    for g in sorted(table):
+        if table[g]["zero_variance"] < target:
+            return g
+    return None
+
+
+def histogram(values: list[float], bins: int = 5) -> list[dict[str, Any]]:
+    """Counts of `values` in [0, 1] over `bins` equal bins (the last bin includes 1.0)."""
+    counts = [0] * bins
+    for v in values:
+        counts[min(bins - 1, int(v * bins))] += 1
+    return [{"lo": i / bins, "hi": (i + 1) / bins, "count": c} for i, c in enumerate(counts)]
+
+
+def percentiles(values: torch.Tensor, qs: tuple[int, ...] = (10, 50, 90, 99)) -> dict[str, float]:
+    if values.numel() == 0:
+        return {f"p{q}": math.nan for q in qs}
+    v = values.double()
+    return {f"p{q}": float(torch.quantile(v, q / 100)) for q in qs}
+
+
+def entropy_verdict(mean_nats: float, vocab_size: int) -> tuple[str, str]:
+    """(verdict, advice) for the starting model's mean token entropy."""
+    ln_v = math.log(max(vocab_size, 2))
+    if not math.isfinite(mean_nats):
+        return "unknown", "no completion tokens were sampled"
+    if mean_nats < LOW_ENTROPY_NATS or mean_nats < RELATIVE_LOW * ln_v:
+        rule = f"< {LOW_ENTROPY_NATS} nats" if mean_nats < LOW_ENTROPY_NATS else f"< {RELATIVE_LOW} x ln(V)"
+        return (
+            f"too low to explore ({rule}): strong SFT bias",
+            "use clip-higher (algo.eps_high=0.28), an entropy bonus (algo.entropy_coef>0), a higher "
+            "rollout.temperature, or an earlier / less over-fitted checkpoint",
+        )
+    if mean_nats > NEAR_UNIFORM * ln_v:
+        return (
+            "near-uniform: the model looks untrained or the temperature is too high",
+            "check the model and its chat template; lower rollout.temperature",
+        )
+    return "healthy: enough entropy to explore", "no change needed"
+
+
+def recommend_length(lengths: torch.Tensor, truncated: torch.Tensor, max_new_tokens: int) -> dict[str, Any]:
+    """Recommended max_new_tokens (p99 of untruncated lengths x 1.25, rounded up to 8) and overlong cache."""
+    done = lengths[~truncated].double()
+    trunc_rate = float(truncated.double().mean()) if truncated.numel() else math.nan
+    if done.numel() == 0:
+        rec = 2 * max_new_tokens
+        note = "every completion was truncated: the limit is far too short; re-run preflight with a larger one"
+    else:
+        p99 = float(torch.quantile(done, 0.99))
+        rec = max(8, int(math.ceil(p99 * LENGTH_MARGIN / 8) * 8))
+        note = "p99 of untruncated lengths x 1.25, rounded up to a multiple of 8"
+        if trunc_rate > 0.05:
+            rec = max(rec, 2 * max_new_tokens)
+            note = (
+                f"{trunc_rate:.0%} truncated: untruncated lengths under-estimate the need; "
+                "doubled the current limit (re-run preflight with it to confirm)"
+            )
+    return {
+        "recommended_max_new_tokens": rec,
+        "recommended_overlong_cache": max(1, round(CACHE_FRACTION * rec)),
+        "note": note,
+        "truncation_rate": trunc_rate,
+    }
