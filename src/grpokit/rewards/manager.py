@@ -70,7 +70,8 @@ def _spec_text(entry: str | RewardFn) -> str:
 
 
 def _display_name(spec: str, taken: set[str]) -> str:
-    name = spec.rpartition(":")[2] if ":" in spec else spec
+    """The function's own name (`brevity` for `__main__:make.<locals>.brevity`), the full spec when taken."""
+    name = spec.rpartition(":")[2].rpartition(".")[2] if ":" in spec else spec
     return spec if name in taken else name
 
 

@@ -1,0 +1,120 @@
+"""The Python API, `grpokit.train(...)`, as a notebook uses it: a script run as a real subprocess on the tiny model,
+with an in-memory conversational `datasets.Dataset`, a list-of-dicts eval set and reward functions defined in it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grpokit.api import dotted_overrides, qualified_name, reward_specs
+from grpokit.config import ConfigError
+
+pytest.importorskip("datasets")
+
+NOTEBOOK = '''
+import json
+import sys
+
+import grpokit
+from datasets import Dataset
+from trl.rewards import think_format_reward
+
+
+def brevity(completions, **kwargs):
+    """TRL-style: conversational completions are message lists."""
+    return [-len(c[0]["content"]) / 100 for c in completions]
+
+
+def make_bonus(value):
+    def bonus(completions, examples):  # grpokit-style, a closure
+        return [value] * len(completions)
+    return bonus
+
+
+def question(a, b):
+    return [{"role": "user", "content": f"What is {a} + {b}?"}]
+
+
+train = Dataset.from_list([{"prompt": question(a, b), "answer": str(a + b)} for a in range(4) for b in range(4)])
+held_out = [{"prompt": question(a, 9), "answer": str(a + 9)} for a in range(3)]
+result = grpokit.train(
+    recipe="grpo",
+    model="tiny",
+    train_dataset=train,
+    eval_dataset=held_out,
+    reward_funcs=[brevity, make_bonus(0.5), think_format_reward, "exact_numeric"],
+    steps=2,
+    prompts_per_step=2,
+    group_size=4,
+    max_new_tokens=8,
+    eval_size=2,
+    out=sys.argv[1],
+    run_name="nb",
+    **{"algo.eps_high": 0.3},
+)
+print(json.dumps({"run_dir": str(result.run_dir), "final": str(result.final_model)}))
+'''
+
+
+def test_notebook_script_trains_with_in_memory_data_and_functions(tmp_path: Path) -> None:
+    script = tmp_path / "notebook.py"
+    script.write_text(NOTEBOOK)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "runs")], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    run = Path(out["run_dir"])
+    assert run == tmp_path / "runs" / "nb" and out["final"] == str(run / "final")
+    text = (run / "config.yaml").read_text()
+    assert "<function" not in text
+    cfg = yaml.safe_load(text)
+    assert cfg["reward"]["functions"] == [
+        "__main__:brevity",
+        "__main__:make_bonus.<locals>.bonus",
+        "trl.rewards.format_rewards:think_format_reward",
+        "exact_numeric",
+    ]
+    assert cfg["data"]["task"] == str((run / "data" / "train").resolve())
+    assert cfg["data"]["eval_data"] == str((run / "data" / "eval").resolve())
+    assert (cfg["train"]["steps"], cfg["rollout"]["group_size"], cfg["algo"]["eps_high"]) == (2, 4, 0.3)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if "reward/mean" in r]
+    assert [r["step"] for r in steps] == [1, 2]
+    for r in steps:
+        assert r["reward/fail_frac"] == 0.0 and r["reward/bonus_mean"] == 0.5
+        assert r["reward/brevity_mean"] < 0 and r["reward/think_format_reward_mean"] == 0.0
+    evals = [r for r in rows if "eval/accuracy" in r]
+    assert evals and all(r["eval/n"] == 2 for r in evals)  # two of the three list-of-dicts held-out prompts
+
+
+def test_overrides_by_dotted_key_section_or_bare_name() -> None:
+    got = dotted_overrides({"steps": 3, "lr": 1e-6, "algo.eps_high": 0.3, "rollout": {"group_size": 4}})
+    assert got == {"train.steps": 3, "train.lr": 1e-6, "algo.eps_high": 0.3, "rollout.group_size": 4}
+    assert dotted_overrides({"system_prompt": "Be brief.", "answer_key": None}) == {
+        "data.system_prompt": "Be brief.",
+        "data.answer_key": None,
+    }
+    with pytest.raises(ConfigError, match=r"unknown keyword stepz=2\. Did you mean 'steps'"):
+        dotted_overrides({"stepz": 2})
+
+
+def test_reward_functions_by_qualified_name() -> None:
+    def local(completions, examples):
+        return [0.0] * len(completions)
+
+    names, functions = reward_specs([local, "exact_numeric"])
+    assert names == [qualified_name(local), "exact_numeric"]
+    assert names[0].endswith("test_api:test_reward_functions_by_qualified_name.<locals>.local")
+    assert functions == {names[0]: local}
+    with pytest.raises(ConfigError, match=r"two different functions are both named '.*<lambda>'"):
+        reward_specs([lambda c, e: c, lambda c, e: c])
+    with pytest.raises(ConfigError, match=r"reward_funcs: 3 is neither a function nor a reward name"):
+        reward_specs([3])
