@@ -1,0 +1,41 @@
+"""The audit report on one screen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def render(r: dict[str, Any]) -> str:
+    """One screen: verdict, then the failing cases and the numbers."""
+    head = f"audit-reward {r['reward']} ({r['convention']}-style, kind {r['kind']}, timeout {r['timeout_s']:g} s)"
+    lines = [f"{head}: {r['verdict']}"]
+    lab = r.get("labeled")
+    if lab:
+        lines.append(
+            f"  labeled: {lab['rows']} rows; FP rate {lab['fp_rate']:.1%} ({lab['false_positives']}/{lab['negatives']},"
+            f" 95% CI {lab['fp_ci95'][0]:.1%}-{lab['fp_ci95'][1]:.1%}); FN rate {lab['fn_rate']:.1%} "
+            f"({lab['false_negatives']}/{lab['positives']}, 95% CI {lab['fn_ci95'][0]:.1%}-{lab['fn_ci95'][1]:.1%})"
+        )
+        for w in lab["failing_rows"][:10]:
+            lines.append(
+                f"    line {w['line']}: {w['error']}: {w['completion'][:60]!r} vs {w['answer']!r} scored {w['score']:g}"
+            )
+    pr = r.get("probes")
+    if pr:
+        n_eq = sum(c["ok"] for c in pr["equivalent"])
+        n_h = sum(c["ok"] for c in pr["hacks"])
+        lines.append(
+            f"  probes: correct {pr['correct']!r} scored {pr['correct_score']:g}; equivalent forms "
+            f"{n_eq}/{len(pr['equivalent'])} alike; hacks {n_h}/{len(pr['hacks'])} rejected"
+        )
+    det = r.get("determinism", {})
+    lines.append(f"  determinism: {'ok' if det.get('ok') else 'FAILED'} ({det.get('repeats')} repeats alone + batch)")
+    lat = r["latency"]
+    lines.append(
+        f"  latency: {lat['calls']} calls, mean {lat['mean_s'] * 1000:.1f} ms, max {lat['max_s'] * 1000:.1f} "
+        f"ms (timeout {r['timeout_s']:g} s)"
+    )
+    if r["issues"]:
+        lines.append("  issues:")
+        lines += [f"    - {i}" for i in r["issues"]]
+    return "\n".join(lines)
