@@ -1,4 +1,4 @@
-"""`grpokit` command line: recipes | methods | train | eval | demo."""
+"""`grpokit` command line: recipes | methods | train | eval | doctor | report | compare | demo."""
 
 from __future__ import annotations
 
@@ -185,6 +185,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .monitor.compare import make_compare
+
+    try:
+        page = make_compare(args.runs, args.x, args.out)
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"compare: {page}")
+    print(f"tensorboard: tensorboard --logdir {page.parent / 'tb'}")
+    return 0
+
+
 DEMO_OVERRIDES = [
     "train.steps=36",
     "train.lr=2e-5",
@@ -261,6 +274,17 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", default=None)
     rp.add_argument("--run", default=None, metavar="NAME", help="the run to report when PATH holds several")
     rp.set_defaults(fn=cmd_report)
+
+    cp = sub.add_parser("compare", help="overlay several runs' curves (HTML + PNGs + TensorBoard) with a final table")
+    cp.add_argument("runs", nargs="+", help="run directories or logs (a folder of runs adds each of them)")
+    cp.add_argument(
+        "--x",
+        default="tokens",
+        choices=["tokens", "samples", "steps", "seconds"],
+        help="x axis: cumulative generated tokens (default), generated samples, training steps, or wall seconds",
+    )
+    cp.add_argument("--out", default=None, help="output directory (default runs/compare-<stamp>)")
+    cp.set_defaults(fn=cmd_compare)
 
     e = sub.add_parser("eval", help="held-out accuracy of a model on a task")
     e.add_argument("--model", default="smollm2-135m-instruct")

@@ -20,6 +20,7 @@ def fit(trainer: Trainer, display: Any = None, *, eval_before: bool = True, eval
     finally:
         trainer.rewards.close()
         if trainer.log is not None:
+            trainer.log.end_segment(trainer.step)
             trainer.log.close()
 
 
@@ -29,6 +30,8 @@ def _fit(trainer: Trainer, display: Any, *, eval_before: bool, eval_samples: int
     summary: dict[str, Any] = {"run_dir": str(trainer.run_dir)}
     if log is not None and trainer.step == 0:
         log.write_config(cfg.to_dict())
+    if log is not None:
+        log.start_segment(trainer.step, run_info(trainer))
     hook = getattr(display, "phase", None)
     trainer.on_phase = hook
     _pretrain_critic(trainer, display)
@@ -96,6 +99,8 @@ def _log_step(trainer: Trainer, metrics: dict[str, Any]) -> None:
         trainer.step,
         [
             {
+                "prompt": trainer.train_examples[b.example_index[i]].prompt,
+                "answer": trainer.train_examples[b.example_index[i]].answer,
                 "text": b.texts[i],
                 "reward": float(b.rewards[i]),
                 "accuracy": float(b.accuracy[i]),
@@ -105,6 +110,24 @@ def _log_step(trainer: Trainer, metrics: dict[str, Any]) -> None:
             for i in range(k)
         ],
     )
+
+
+def run_info(trainer: Trainer) -> dict[str, Any]:
+    """What this run actually uses, for run.json: device, resolved precision, threads, library versions."""
+    import torch
+    import transformers
+
+    from . import __version__
+
+    n_params = sum(p.numel() for p in trainer.model.parameters())
+    return {
+        "model": trainer.cfg.model.name,
+        "device": str(trainer.device),
+        "precision": trainer.precision.name,
+        "parameters": n_params,
+        "torch_threads": torch.get_num_threads(),
+        "versions": {"grpokit": __version__, "torch": torch.__version__, "transformers": transformers.__version__},
+    }
 
 
 def _autopilot_react(trainer: Trainer, display: Any, alerts: list[Any], metrics: dict[str, Any]) -> None:

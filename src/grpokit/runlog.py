@@ -1,4 +1,8 @@
-"""Run directory writers: config.yaml, metrics.jsonl, completions.jsonl, TensorBoard events.
+"""Run directory writers: config.yaml, run.json, metrics.jsonl, completions.jsonl, TensorBoard events.
+
+`run.json` records what the run actually used and how long it took: the device, the resolved precision, library
+versions, and one `segments` entry per training session (`start`/`end` wall-clock times, first and last step; a
+resumed run adds a segment); `wall_s` is the sum of the segments' durations.
 
 The config travels with every log: `config.yaml` next to `metrics.jsonl`, and inside the TensorBoard events as a
 text summary (`grpokit/config`, YAML; `grpokit doctor` reads it back from a bare `tb/` folder) and as hparams
@@ -8,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +45,8 @@ class RunLog:
         self.metrics_path = run_dir / "metrics.jsonl"
         self.samples_path = run_dir / "completions.jsonl"
         self.alerts_path = run_dir / "alerts.jsonl"
+        self.info_path = run_dir / "run.json"
+        self._segment_open = False
         self.tb = None
         if tensorboard:
             try:
@@ -67,6 +74,33 @@ class RunLog:
         flat = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in _flatten(cfg).items()}
         for summary in hparams(flat, {}):
             self.tb._get_file_writer().add_summary(summary)
+
+    def read_info(self) -> dict[str, Any]:
+        return json.loads(self.info_path.read_text()) if self.info_path.exists() else {}
+
+    def _write_info(self, info: dict[str, Any]) -> None:
+        tmp = self.info_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(info, indent=1))
+        tmp.replace(self.info_path)
+
+    def start_segment(self, step: int, info: dict[str, Any]) -> None:
+        """Record `info` (device, precision, ...) in run.json and open a training segment starting at `step`."""
+        merged = {**self.read_info(), **info}
+        merged.setdefault("segments", []).append({"start": time.time(), "end": None, "first_step": step})
+        self._write_info(merged)
+        self._segment_open = True
+
+    def end_segment(self, step: int) -> None:
+        """Close the open segment at `step` and update the run's total wall time `wall_s`."""
+        if not self._segment_open:
+            return
+        info = self.read_info()
+        segments = info.get("segments") or []
+        if segments:
+            segments[-1].update(end=time.time(), last_step=step)
+        info["wall_s"] = sum(s["end"] - s["start"] for s in segments if s.get("end") is not None)
+        self._write_info(info)
+        self._segment_open = False
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         row = {"step": step, **{k: _clean(v) for k, v in metrics.items()}}

@@ -1,144 +1,117 @@
-"""`grpokit report PATH`: a self-contained HTML page plus PNG plots of a run's health, with alert markers.
+"""`grpokit report PATH`: a self-contained HTML page plus one PNG per chart of a run's health.
 
-Works on any log `readers.py` understands; panels whose signals the log lacks say so instead of being drawn.
+The page holds a summary block (`report_summary.py`), the doctor's diagnosis, the charts (`report_panels.py`:
+labelled axes with units, numbered alert onsets with a legend, skipped steps shaded, charts that cannot move greyed
+with the reason) and sample completions with their prompt and reference answer. Works on any log `readers.py`
+understands; a chart whose metrics the log lacks says so instead of being drawn.
 """
 
 from __future__ import annotations
 
-import base64
-import html
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from .doctor import diagnose
-from .readers import read_run
+from .html_page import esc, inline_png, key_value_table, page, table
+from .report_charts import Chart, alert_markers, draw_all
+from .report_panels import PANELS, add_derived
+from .report_summary import summary_fields
+from .rundata import RunData, load_run
 
-# panel title -> [(metric, label)], optional horizontal reference line
-PANELS: list[tuple[str, list[tuple[str, str]], float | None]] = [
-    (
-        "Reward and accuracy",
-        [("reward/mean", "reward"), ("reward/accuracy", "train accuracy"), ("eval/accuracy", "held-out accuracy")],
-        None,
-    ),
-    ("Token entropy (nats)", [("entropy/token_mean", "entropy")], 0.5),
-    (
-        "KL to reference",
-        [("kl_ref/k3", "k3"), ("kl_ref/k1", "k1"), ("actor/kl_loss", "KL loss"), ("kl_init/k3", "k3 to initial model")],
-        None,
-    ),
-    (
-        "Zero-variance groups",
-        [("zv/frac", "all (reward)"), ("zv/all_correct", "all correct"), ("zv/all_wrong", "all wrong")],
-        None,
-    ),
-    (
-        "Response length",
-        [("length/mean", "mean"), ("length/correct_mean", "correct"), ("length/incorrect_mean", "incorrect")],
-        None,
-    ),
-    (
-        "Clip fractions",
-        [
-            ("actor/clipfrac_low", "low"),
-            ("actor/clipfrac_high", "high"),
-            ("actor/clipfrac_dual", "dual"),
-            ("actor/clipfrac", "any"),
-        ],
-        None,
-    ),
-    ("Truncation rate", [("length/truncation_rate", "truncated")], None),
-    ("Throughput", [("perf/tokens_per_s", "tokens/s"), ("time/step", "s/step")], None),
-]
+MAX_COMPLETIONS = 9
 
 
-def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
-    xs, ys = [], []
-    for r in rows:
-        v = r.get(key)
-        if isinstance(v, (int, float)) and math.isfinite(float(v)):
-            xs.append(float(r["step"]))
-            ys.append(float(v))
-    return xs, ys
+def _diagnosis_html(diag: dict[str, Any]) -> list[str]:
+    parts = [f"<h2>Diagnosis</h2><p><b>verdict: {esc(diag.get('verdict', ''))}</b></p>"]
+    for f in diag.get("findings", []):
+        parts.append(f"<p class='{f['severity']}'>{f['severity'].upper()} {esc(f['message'])}</p>")
+    if not diag["alerts"]:
+        parts.append("<p>No failure mode detected.</p>")
+    for i, a in enumerate(diag["alerts"], 1):
+        now = ""
+        if a.get("current") and a["current"].get("step") != a["fired_at"]:
+            now = f"<br>now (step {a['current']['step']}): {esc(a['current']['message'])}"
+        parts.append(
+            f"<p class='{a['severity']}'><b>A{i} {a['severity'].upper()} {esc(a['mode'])}</b> since step "
+            f"{a['step']}: {esc(a['message'])}<br>evidence: {esc(json.dumps(a['evidence']))}{now}"
+            f"<br>change: {esc(a['fix'])}</p>"
+        )
+    if diag["not_measurable"]:
+        items = "".join(f"<li>{esc(k)}: needs {esc(', '.join(v))}</li>" for k, v in diag["not_measurable"].items())
+        parts.append(f"<p>Not measurable from this log:</p><ul>{items}</ul>")
+    return parts
+
+
+def _chart_html(chart: Chart) -> str:
+    if chart.png is None:
+        return (
+            f"<div class='chart'><h3>{esc(chart.title)}</h3><p class='note'><i>not logged by this run "
+            f"(needs {esc(', '.join(chart.missing))})</i></p></div>"
+        )
+    cls = "chart static" if chart.static_reason else "chart"
+    note = f"<p class='note'>{esc(chart.static_reason)}</p>" if chart.static_reason else ""
+    return f"<div class='{cls}'>{note}{inline_png(chart.png, chart.title)}</div>"
+
+
+def pick_completions(rows: list[dict[str, Any]], limit: int = MAX_COMPLETIONS) -> list[dict[str, Any]]:
+    """Up to `limit` completions from the first, middle and last logged steps (a third from each)."""
+    steps = sorted({int(r["step"]) for r in rows})
+    if not steps:
+        return []
+    chosen = sorted({steps[0], steps[len(steps) // 2], steps[-1]})
+    per = max(1, limit // len(chosen))
+    return [r for s in chosen for r in [c for c in rows if int(c["step"]) == s][:per]]
+
+
+def _completions_html(run: RunData) -> list[str]:
+    picked = pick_completions(run.completions)
+    if not picked:
+        return []
+    rows = []
+    for c in picked:
+        correct = (c.get("accuracy") or 0) >= 0.5
+        verdict = f"<span class='{'good' if correct else 'bad'}'>{'correct' if correct else 'wrong'}</span>"
+        length = f"{c.get('length', '?')}{' (truncated)' if c.get('truncated') else ''}"
+        rows.append(
+            [
+                esc(c["step"]),
+                f"<div class='completion'>{esc(c.get('prompt', '(not recorded by this run)'))}</div>",
+                esc(c.get("answer", "?")),
+                f"<div class='completion'>{esc(c['text'])}</div>",
+                f"{verdict}<br>reward {c.get('reward', float('nan')):.3g}",
+                esc(length),
+            ]
+        )
+    headers = ["step", "prompt", "answer", "completion", "verdict", "tokens"]
+    return ["<h2>Sample completions</h2>", table(headers, rows, raw=True)]
 
 
 def make_report(path: str | Path, out: str | Path | None = None, run: str | None = None) -> Path:
-    """Write `report.html` and one PNG per panel into `out` (default: PATH/report); returns the HTML path. `run`
+    """Write `report.html` and one PNG per chart into `out` (default: PATH/report); returns the HTML path. `run`
     picks one run when PATH holds several."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    log = read_run(path, run)
+    data = load_run(path, run)
+    add_derived(data)
     diag = diagnose(path, run=run)
     src = Path(path)
     out_dir = Path(out) if out else (src if src.is_dir() else src.parent) / "report"
     out_dir.mkdir(parents=True, exist_ok=True)
-    colours = {"critical": "#d62728", "warning": "#ff7f0e", "info": "#1f77b4"}
-    figures = []
-    for i, (title, series, ref) in enumerate(PANELS):
-        drawn = [(label, *_series(log.rows, key)) for key, label in series]
-        drawn = [d for d in drawn if d[1]]
-        if not drawn:
-            figures.append((title, None))
-            continue
-        fig, ax = plt.subplots(figsize=(7, 3.2), dpi=110)
-        for label, xs, ys in drawn:
-            ax.plot(xs, ys, marker="o" if len(xs) < 40 else None, ms=3, label=label)
-        if ref is not None:
-            ax.axhline(ref, color="grey", ls="--", lw=1, label=f"{ref} nats")
-        for a in diag["alerts"]:
-            ax.axvline(a["step"], color=colours.get(a["severity"], "k"), lw=1, alpha=0.6)
-        ax.set_title(title)
-        ax.set_xlabel("step")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        png = out_dir / f"{i:02d}_{title.split()[0].lower()}.png"
-        fig.savefig(png)
-        plt.close(fig)
-        figures.append((title, png))
-    run_label = f" [{html.escape(diag['run'])}]" if diag.get("run") else ""
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>grpokit report</title>",
-        "<style>body{font-family:sans-serif;max-width:980px;margin:auto}img{max-width:100%}"
-        ".critical{color:#d62728}.warning{color:#b35c00}.info{color:#1f77b4}</style></head><body>",
-        f"<h1>grpokit report</h1><p>{html.escape(str(path))}{run_label} — {diag['source']} log, "
-        f"{diag['steps']} steps</p>",
-        f"<h2>Diagnosis</h2><p><b>verdict: {html.escape(diag.get('verdict', ''))}</b></p>",
+    for old in out_dir.glob("*.png"):  # charts of an earlier report that this one may not redraw
+        old.unlink()
+    charts = draw_all(PANELS, data, alert_markers(diag["alerts"]), out_dir)
+    run_label = f" [{esc(diag['run'])}]" if diag.get("run") else ""
+    body = [
+        "<h1>grpokit report</h1>",
+        f"<p class='sub'>{esc(path)}{run_label} — {esc(diag['source'])} log, {diag['steps']} training steps</p>",
+        "<h2>Summary</h2>",
+        key_value_table(summary_fields(data, diag["alerts"])),
+        *_diagnosis_html(diag),
+        "<h2>Charts</h2><p class='note'>x axis: training step. Dashed vertical lines A1, A2, ... mark alert onsets "
+        "(colour = severity, listed in the Diagnosis); grey bands are steps without an update; greyed charts "
+        "cannot move in this run and say why.</p>",
+        *(_chart_html(c) for c in charts),
+        *_completions_html(data),
     ]
-    for f in diag.get("findings", []):
-        parts.append(f"<p class='{f['severity']}'>{f['severity'].upper()} {html.escape(f['message'])}</p>")
-    if not diag["alerts"]:
-        parts.append("<p>No failure mode detected.</p>")
-    for a in diag["alerts"]:
-        parts.append(
-            f"<p class='{a['severity']}'><b>{a['severity'].upper()} {html.escape(a['mode'])}</b> since step "
-            f"{a['step']}: {html.escape(a['message'])}<br>evidence: {html.escape(json.dumps(a['evidence']))}"
-            + (
-                f"<br>now (step {a['current']['step']}): {html.escape(a['current']['message'])}"
-                if a.get("current") and a["current"].get("step") != a["fired_at"]
-                else ""
-            )
-            + f"<br>change: {html.escape(a['fix'])}</p>"
-        )
-    if diag["not_measurable"]:
-        items = "".join(
-            f"<li>{html.escape(k)}: needs {html.escape(', '.join(v))}</li>" for k, v in diag["not_measurable"].items()
-        )
-        parts.append(f"<p>Not measurable from this log:</p><ul>{items}</ul>")
-    parts.append("<h2>Signals</h2><p>Vertical lines mark alert onsets.</p>")
-    for title, png in figures:
-        if png is None:
-            parts.append(f"<h3>{html.escape(title)}</h3><p><i>not logged</i></p>")
-        else:
-            b64 = base64.b64encode(png.read_bytes()).decode()
-            parts.append(
-                f"<h3>{html.escape(title)}</h3><img alt='{html.escape(title)}' src='data:image/png;base64,{b64}'>"
-            )
-    parts.append("</body></html>")
-    page = out_dir / "report.html"
-    page.write_text("\n".join(parts))
-    return page
+    html_path = out_dir / "report.html"
+    html_path.write_text(page(f"grpokit report: {data.name}", body))
+    return html_path
