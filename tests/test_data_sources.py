@@ -177,3 +177,17 @@ def test_render_conversation_without_template_and_with_template_kwargs() -> None
     tok.chat_template = TEMPLATE.replace("<|assistant|>{% endif %}", "<|assistant|>{% endif %}{{ suffix }}")
     text = render_prompt(tok, ex, None, {"suffix": "/no_think"})
     assert text == "<|user|>Q?\n<|assistant|>A.\n<|user|>And?\n<|assistant|>/no_think"
+
+
+def test_conversation_under_another_key_reaches_trl_rewards_as_messages(tmp_path: Path) -> None:
+    path = tmp_path / "chats.jsonl"
+    rows = [{"messages": _chat(("user", f"Say {w}.")), "solution": w} for w in ("yes", "no")]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    examples = load_examples(str(path), prompt_key="messages", answer_key="solution")
+
+    def echo(prompts, completions, solution, **kwargs):
+        assert prompts == [r["messages"] for r in rows]
+        return [float(c[0]["content"] == s) for c, s in zip(completions, solution)]
+
+    with RewardManager([(echo, 1.0)], isolation="inline") as m:
+        assert m.score(["yes", "yes"], examples).rewards == [1.0, 0.0]

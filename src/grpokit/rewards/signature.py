@@ -141,7 +141,7 @@ class AdaptedReward:
         prompts = (
             ctx.prompts
             if ctx.prompts is not None
-            else [row.get("prompt", ex.prompt) for row, ex in zip(rows, examples)]
+            else [row.get("prompt", ex.messages or ex.prompt) for row, ex in zip(rows, examples)]
         )
         conversational = bool(prompts) and all(_is_conversation(p) for p in prompts)
         if self.wants_messages and not conversational:
