@@ -62,6 +62,7 @@ def test_registry_holds_one_documented_detector_per_failure_mode() -> None:
         "numerical",
         "saturation",
         "short_batch",
+        "divergence",
     }
     for name, cls in DETECTORS.items():
         assert cls.name == name and cls.__doc__ and cls.requires

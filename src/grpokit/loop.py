@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .guard import RunGuard
 from .monitor.autopilot import write_rows
 from .trainer import Trainer, monitor_context
 
@@ -43,10 +44,12 @@ def _fit(trainer: Trainer, display: Any, *, eval_before: bool, eval_samples: int
         if log is not None:
             log.log(0, ev)
         if display:
-            display.message(f"held-out accuracy before training: {ev.get('eval/accuracy', float('nan')):.1%}")
+            display.message(_accuracy_line(ev, "held-out accuracy before training"))
+    guard = RunGuard(trainer)  # divergence and SIGINT/SIGTERM checks of each step (grpokit.guard)
     while trainer.step < cfg.train.steps:
         metrics = trainer.train_step()
         trainer.step += 1
+        metrics.update(guard.health())
         if cfg.train.eval_every > 0 and trainer.step % cfg.train.eval_every == 0 and trainer.step < cfg.train.steps:
             if hook:
                 hook("eval")
@@ -65,8 +68,10 @@ def _fit(trainer: Trainer, display: Any, *, eval_before: bool, eval_samples: int
             if display:
                 display.alert(alert)
         _autopilot_react(trainer, display, new_alerts, metrics)
+        guard.after_step(new_alerts)  # a divergence stops here, before a checkpoint of the dead model
         if cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0:
             trainer.save()
+        guard.after_save()  # a SIGINT/SIGTERM during the step: checkpoint it and stop
     if not (cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0):
         trainer.save()
     if hook:
@@ -159,3 +164,9 @@ def _pretrain_critic(trainer: Trainer, display: Any) -> None:
             f"value pretraining: {len(rows)} batches, explained variance "
             f"{last['critic_pretrain/explained_variance']:.2f} (target {trainer.critic_cfg.pretrain_ev})"
         )
+
+
+def _accuracy_line(ev: dict[str, Any], label: str) -> str:
+    if "eval/accuracy" not in ev:
+        return f"{label}: not measured (no held-out prompts; give data.eval_data=FILE or more distinct prompts)"
+    return f"{label}: {ev['eval/accuracy']:.1%}"

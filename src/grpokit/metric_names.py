@@ -108,6 +108,7 @@ TRAIN_BATCH_SIZE = "train/batch_size"  # samples in the trained batch
 TRAIN_SKIPPED_UPDATE = "train/skipped_update"  # 1.0 when no update ran (all advantages zero)
 TRAIN_NONFINITE_LOSS = "train/nonfinite_loss"  # 1.0 when a micro-batch loss was NaN/inf
 TRAIN_NONFINITE_GRAD = "train/nonfinite_grad"  # 1.0 when the gradient norm was NaN/inf
+TRAIN_WEIGHT_MAX_ABS = "train/weight_max_abs"  # largest |w| over the policy's trainable weights after the step
 
 # --- advantages -----------------------------------------------------------------------------------------------
 ADV_PREFIX = "adv/"
