@@ -1,0 +1,179 @@
+"""Checkpoints are Hugging Face directories (the tiny model, real files): transformers and `grpokit eval` load
+them; a LoRA run's checkpoint is a PEFT adapter (plus a merged copy on request) and resumes exactly; the trainer
+state lies beside the model; an unreadable newest checkpoint (truncated safetensors, bad state.json, truncated
+optimizer state) is moved aside with one line and the run resumes from the previous one, continuing exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from grpokit.checkpoint import CheckpointError, list_checkpoints
+from grpokit.config import build_config
+from grpokit.trainer import Trainer, fit
+
+FAST = [
+    "model.name=tiny",
+    "model.precision=fp32",
+    "rollout.prompts_per_step=2",
+    "rollout.group_size=4",
+    "rollout.max_new_tokens=6",
+    "data.eval_size=4",
+    "train.eval_every=0",
+    "train.micro_batch_size=8",
+    "train.lr=1e-3",
+    "reward.functions=[toy_rewards:vowel_frac]",
+]
+
+
+def train(run_dir: Path, steps: int, extra: list[str] | None = None, *, resume: bool = False) -> Trainer:
+    cfg = build_config("grpo", overrides=FAST + [f"train.steps={steps}"] + list(extra or []))
+    trainer = Trainer(cfg, run_dir)
+    if resume:
+        trainer.restore()
+    fit(trainer, None, eval_before=False)
+    return trainer
+
+
+def step_rows(run_dir: Path) -> list[dict]:
+    rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in rows if "time/step" in r]
+
+
+def test_checkpoint_is_a_hugging_face_directory(tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    trainer = train(tmp_path, 2, ["train.save_every=2"])
+    ck = tmp_path / "checkpoints" / "step_2"
+    for name in ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json"):
+        assert (ck / name).is_file(), name
+    for name in ("state.json", "optimizer.pt"):
+        assert (ck / "trainer_state" / name).is_file(), name
+    assert not [p.name for p in ck.glob("*.safetensors") if p.name != "model.safetensors"]  # vLLM globs these
+    model = AutoModelForCausalLM.from_pretrained(ck, local_files_only=True)
+    for (name, p), q in zip(trainer.model.named_parameters(), model.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=0, atol=0, msg=name)
+    tok = AutoTokenizer.from_pretrained(ck)
+    assert tok("12 + 1")["input_ids"] == trainer.tokenizer("12 + 1")["input_ids"]
+    assert GenerationConfig.from_pretrained(ck).eos_token_id == trainer.tokenizer.eos_token_id
+    state = json.loads((ck / "trainer_state" / "state.json").read_text())
+    assert state["step"] == 2 and state["precision"] == "fp32"
+
+    out = subprocess.run(
+        [sys.executable, "-m", "grpokit.cli", "eval", "--model", str(ck), "--task", "add1", "--n", "4", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["eval/n"] == 4 and 0.0 <= res["eval/accuracy"] <= 1.0
+
+
+def test_lora_checkpoint_is_a_peft_adapter_with_merged_copy_and_resumes_exactly(tmp_path: Path) -> None:
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from grpokit.models import load_model_and_tokenizer
+
+    extra = ["model.lora_r=4", "train.save_every=2", "train.save_merged=true", "train.lr=1e-2"]
+    straight = train(tmp_path / "a", 4, extra)
+    train(tmp_path / "b", 2, extra)
+    ck = tmp_path / "b" / "checkpoints" / "step_2"
+    assert (ck / "adapter_config.json").is_file() and (ck / "adapter_model.safetensors").is_file()
+    assert not (ck / "model.safetensors").exists()  # the adapter only, not the frozen base
+    merged = AutoModelForCausalLM.from_pretrained(ck / "merged", local_files_only=True)
+    assert not any("lora_" in n for n, _ in merged.named_parameters())
+    base, tok = load_model_and_tokenizer("tiny", dtype="fp32")
+    adapted = PeftModel.from_pretrained(base, ck)
+    ids = tok("3 + 4 =", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        torch.testing.assert_close(adapted(ids).logits, merged(ids).logits, rtol=1e-4, atol=1e-5)
+
+    resumed = train(tmp_path / "b", 4, extra, resume=True)
+    a, b = step_rows(tmp_path / "a"), step_rows(tmp_path / "b")
+    assert [r["step"] for r in b] == [1, 2, 3, 4]
+    for ra, rb in zip(a, b):
+        assert ra["reward/mean"] == rb["reward/mean"] and ra["actor/loss"] == rb["actor/loss"]
+    for (n, p), q in zip(straight.model.named_parameters(), resumed.model.parameters()):
+        torch.testing.assert_close(p, q, rtol=0, atol=0, msg=n)
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+CORRUPTIONS = {
+    "truncated model.safetensors": lambda ck: _truncate(ck / "model.safetensors"),
+    "bad state.json": lambda ck: (ck / "trainer_state" / "state.json").write_text('{"step": 4, "data_pos'),
+    "truncated optimizer state": lambda ck: _truncate(ck / "trainer_state" / "optimizer.pt"),
+}
+
+
+@pytest.fixture(scope="module")
+def four_steps(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("four") / "run"
+    train(run, 4, ["train.save_every=2", "train.keep_checkpoints=3"])
+    return run
+
+
+@pytest.mark.parametrize("kind", sorted(CORRUPTIONS))
+def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(
+    kind: str, four_steps: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(four_steps, run)
+    original = step_rows(run)
+    CORRUPTIONS[kind](run / "checkpoints" / "step_4")
+    cfg = build_config("grpo", overrides=FAST + ["train.steps=4", "train.save_every=2", "train.keep_checkpoints=3"])
+    trainer = Trainer(cfg, run)
+    assert trainer.restore() == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if "checkpoint" in ln]
+    assert len(err) == 1 and "step_4 is unreadable" in err[0] and "resuming from step_2" in err[0], err
+    assert (run / "checkpoints" / "step_4.corrupt").is_dir()  # kept for inspection, out of the way
+    assert [p.name for p in list_checkpoints(run)] == ["step_2"]
+    assert [r["step"] for r in step_rows(run)] == [1, 2]  # rows after the checkpoint go, to be redone
+    if kind != "truncated model.safetensors":
+        return  # one full continuation is enough: the restore path is the same
+    fit(trainer, None, eval_before=False)
+    redone = step_rows(run)
+    assert [r["step"] for r in redone] == [1, 2, 3, 4]
+    for a, b in zip(original, redone):  # the redone steps are the steps the run made the first time
+        assert a["reward/mean"] == b["reward/mean"] and a["actor/loss"] == b["actor/loss"]
+
+
+def test_no_readable_checkpoint_is_one_clear_error(four_steps: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(four_steps, run)
+    for ck in list_checkpoints(run):
+        _truncate(ck / "model.safetensors")
+    cfg = build_config("grpo", overrides=FAST + ["train.steps=4"])
+    trainer = Trainer(cfg, run)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    with pytest.raises(CheckpointError, match=r"no readable checkpoint .*step_4 \(.*step_2 \("):
+        trainer.restore()
+    for p, q in zip(before, trainer.model.parameters()):  # nothing was half-restored
+        assert torch.equal(p, q)
+
+
+def test_a_half_written_checkpoint_is_ignored_and_replaced(four_steps: Path, tmp_path: Path) -> None:
+    """What a kill during a write leaves (`.tmp-step_N`) is never resumed from and is replaced by the next save."""
+    run = tmp_path / "run"
+    shutil.copytree(four_steps, run)
+    tmp = run / "checkpoints" / ".tmp-step_6"
+    shutil.copytree(run / "checkpoints" / "step_4", tmp)
+    _truncate(tmp / "model.safetensors")
+    trainer = train(run, 6, ["train.save_every=2", "train.keep_checkpoints=3"], resume=True)
+    assert trainer.step == 6
+    assert [p.name for p in list_checkpoints(run)] == ["step_2", "step_4", "step_6"]
+    assert not tmp.exists()
+    json.loads((run / "checkpoints" / "step_6" / "trainer_state" / "state.json").read_text())
