@@ -114,7 +114,8 @@ def _value_term(
 
 
 def _nll_term(inputs: LossInputs, dens: dict[str, Denominators]) -> torch.Tensor:
-    """L_NLL: mean negative log-likelihood over the tokens of positive (correct) responses (VAPO, spec §11; 0 when there are none)."""
+    """L_NLL: mean negative log-likelihood over the tokens of positive (correct) responses (VAPO, spec §11;
+    0 when there are none)."""
     assert inputs.positive is not None
     mask = inputs.mask
     pos_mask = mask * inputs.positive.to(mask.dtype)[:, None]
