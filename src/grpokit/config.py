@@ -74,6 +74,12 @@ class RolloutConfig:
     top_p: float = 1.0
     top_k: int = 0
     eval_temperature: float = 1.0
+    min_new_tokens: int = 0  # force at least this many new tokens (EOS suppressed before), like TRL's min_new_tokens
+    # engine=vllm (see rollout/vllm.py): KV-cache GiB on CPU, GPU memory share, GPU sleep mode, context length
+    vllm_kv_cache_gib: float = 2.0
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_sleep: bool = False
+    vllm_max_model_len: int = 0  # 0: the longest training prompt + max_new_tokens, rounded up
 
 
 @dataclass

@@ -16,9 +16,10 @@ import torch
 from .config import Config
 from .data.limits import model_context, prompt_limit
 from .data.split import TaskData, load_task_data
+from .distributed import broadcast_object, device_for_rank, init_distributed
 from .models import Precision, autocast_ctx, load_model_and_tokenizer, resolve_precision
 from .rewards import RewardManager
-from .rollout import RolloutEngine, SamplingParams, make_engine
+from .rollout import RolloutEngine, SamplingParams, build_engine, check_engine
 
 
 def seed_everything(seed: int) -> None:
@@ -69,6 +70,7 @@ class Session:
             temperature=r.temperature if temperature is None else temperature,
             top_p=r.top_p,
             top_k=r.top_k,
+            min_new_tokens=r.min_new_tokens,
         )
 
     def close(self) -> None:
@@ -84,9 +86,13 @@ def open_session(
 
     `functions` maps names in `reward.functions` to in-memory callables (the Python API's `reward_funcs`, recorded
     in the config by qualified name); other names are built-ins or `module:function` specs."""
+    check_engine(cfg.rollout.engine)  # e.g. vLLM not installed: say so before the model loads
     seed_everything(cfg.train.seed)
-    device = pick_device(cfg.model.device)
+    info = init_distributed(pick_device(cfg.model.device))  # torchrun: join the job (no-op otherwise)
+    device = device_for_rank(pick_device(cfg.model.device), info)
     prec = resolve_precision(precision or cfg.model.precision, device)
+    if info.world > 1:  # one decision for every rank: rank 0's (the `auto` probe is timing-based)
+        prec = resolve_precision(broadcast_object(prec.name, info), device)
     m = cfg.model
     model, tokenizer = load_model_and_tokenizer(
         m.name,
@@ -100,6 +106,8 @@ def open_session(
     if cfg.model.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     model.train()
+    if info.rank:  # same initial weights on every rank, but each rank samples its own completions
+        seed_everything(cfg.train.seed + 1_000_003 * info.rank)
     limit = prompt_limit(cfg.data, model_context(model), cfg.rollout.max_new_tokens)
     data = load_task_data(cfg.data, tokenizer, cfg.train.seed, limit)
     if not cfg.reward.functions and data.default_reward is None:
@@ -113,5 +121,5 @@ def open_session(
         list(zip(funcs, weights)), timeout_s=cfg.reward.timeout_s, max_fail_frac=cfg.reward.max_fail_frac
     )
     session = Session(cfg, device, prec, model, tokenizer, None, rewards, data)  # type: ignore[arg-type]
-    session.engine = make_engine(cfg.rollout.engine, model=model, tokenizer=tokenizer, autocast=session.autocast)
+    session.engine = build_engine(cfg.rollout.engine, session)
     return session

@@ -11,7 +11,7 @@ flow through (denominators are all-reduced across ranks), so multi-process runs 
 
 from __future__ import annotations
 
-import copy
+import base64
 import dataclasses
 import math
 import time
@@ -23,9 +23,20 @@ import torch
 
 from . import algos
 from .batch import Batch
-from .checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from .checkpoint import CheckpointError, load_checkpoint, load_latest, save_checkpoint, save_model_dir
 from .config import Config
 from .critic import CriticOptimizer, build_critic
+from .distributed import (
+    DistInfo,
+    all_gather_objects,
+    barrier,
+    broadcast_object,
+    global_metrics,
+    local_prompt_count,
+    rng_blob,
+    set_rng_blob,
+    wrap_ddp,
+)
 from .evaluation import evaluate
 from .kl_placement import make_placement
 from .models import load_model_and_tokenizer
@@ -36,7 +47,7 @@ from .phases.filter import STRATEGIES, strategy_name
 from .phases.rollout import PromptStream, sample_groups
 from .phases.scoring import merge_round_metrics, score_rollout
 from .phases.signals import step_signals
-from .phases.update import DistInfo, Learner, run_update
+from .phases.update import Learner, run_update
 from .phases.value_pretrain import pretrain_critic
 from .reference import make_reference
 from .runlog import RunLog
@@ -89,8 +100,9 @@ class Trainer:
     def __init__(self, cfg: Config, run_dir: str | Path, *, session: Session | None = None) -> None:
         self.cfg = cfg
         self.run_dir = Path(run_dir)
-        self.info = DistInfo.detect()
         self.session = session or open_session(cfg)
+        self.info = DistInfo.detect()
+        self.local_prompts = local_prompt_count(cfg.rollout.prompts_per_step, self.info)
         a = cfg.algo
         self.reference = make_reference(self.model, a)
         self.placement = make_placement(a)
@@ -104,8 +116,9 @@ class Trainer:
         self.optimizer, self.scheduler = self._policy_optimizer()
         self.kl_ctl = make_kl_controller(a)
         self.ent_coef = algos.EntropyCoef(a.entropy_coef, a.entropy_target, a.entropy_coef_lr)
-        self.stream = PromptStream(len(self.train_examples), cfg.train.seed)
-        self.log = RunLog(self.run_dir) if self.info.rank == 0 else None
+        self.stream = PromptStream(len(self.train_examples), cfg.train.seed, rank=self.info.rank, world=self.info.world)
+        self.ddp = wrap_ddp(self.model, self.info) if self.info.world > 1 else None
+        self.log = RunLog(self.run_dir, report_to=cfg.train.report_to) if self.info.rank == 0 else None
         self.step = 0
         self.group_counter = 0
         self.history: list[dict[str, Any]] = []
@@ -188,13 +201,14 @@ class Trainer:
             critic_opt=self.critic_opt,
             info=self.info,
             on_phase=self.on_phase,
+            ddp=self.ddp,
         )
 
     # -------------------------------------------------------------------------------------------- phases
 
     def draw(self, timings: dict[str, float], prompts: int | None = None) -> Batch:
         """Rollout and scoring: `prompts` (default rollout.prompts_per_step) fresh prompts x G responses."""
-        idx = self.stream.take(self.cfg.rollout.prompts_per_step if prompts is None else prompts)
+        idx = self.stream.take(self.local_prompts if prompts is None else prompts)
         self._phase("generate")
         out = sample_groups(self.engine, self.prompt_tokens, idx, self.sampling_params(), timings)
         self._phase("score")
@@ -288,21 +302,32 @@ class Trainer:
         timings: dict[str, float] = {}
         t_step = time.perf_counter()
         self._rounds = []
-        b, metrics = STRATEGIES[strategy_name(a)](lambda k: self.draw(timings, k), cfg.rollout.prompts_per_step, a)
+        b, metrics = STRATEGIES[strategy_name(a)](lambda k: self.draw(timings, k), self.local_prompts, a)
         # reward/* describe everything sampled this step (all generation rounds); reward/kept_* the trained batch
         metrics.update(merge_round_metrics(self._rounds))
         self._reward_failures = [f for res in self._rounds for f in res.failures]
         metrics.update(self.prepare(b, timings))
         metrics.update(self.update(b, timings))
+        self._sync_engine(metrics, timings)
         logp, ent = self._policy_view(b)
         metrics.update(
             step_signals(b, a, max_new_tokens=cfg.rollout.max_new_tokens, policy_logp=logp, policy_entropy=ent)
         )
-        self._after_step(metrics, len(b))
         metrics.update(_timing_metrics(timings, time.perf_counter() - t_step, b))
         metrics["train/batch_size"] = float(len(b))
+        # one global row on every rank: controllers, detectors and autopilot then act the same everywhere
+        metrics = global_metrics(metrics, self.info)
+        self._after_step(metrics, int(metrics["train/batch_size"]))
         self._last_batch = b
         return metrics
+
+    def _sync_engine(self, metrics: dict[str, float], timings: dict[str, float]) -> None:
+        """Push the updated weights into the rollout engine (free for in-process engines; vLLM reloads them)."""
+        if metrics.get("train/skipped_update", 0.0) >= 1.0:
+            return
+        t0 = time.perf_counter()
+        self.engine.sync_weights(self.model)
+        timings["weight_sync"] = time.perf_counter() - t0
 
     def _after_step(self, metrics: dict[str, float], n: int) -> None:
         """Controllers and the reference move once per step."""
@@ -347,7 +372,12 @@ class Trainer:
         }
         if self.autopilot is not None:
             state["autopilot"] = self.autopilot.state_dict()
-        return save_checkpoint(
+        if self.info.world > 1:  # each rank's own prompt position and RNG, written by rank 0
+            state["ranks"] = all_gather_objects(self._rank_state(), self.info)
+            if not self.info.is_main:
+                barrier(self.info)
+                return self.run_dir / "checkpoints" / f"step_{self.step}"
+        path = save_checkpoint(
             self.run_dir,
             self.step,
             modules=self.modules(),
@@ -356,23 +386,61 @@ class Trainer:
             state=state,
             keep=self.cfg.train.keep_checkpoints,
             extra=self._extra_state(),
+            tokenizer=self.tokenizer,
+            save_merged=self.cfg.train.save_merged,
         )
+        barrier(self.info)
+        return path
+
+    def _rank_state(self) -> dict[str, Any]:
+        return {
+            "data_position": self.stream.position,
+            "group_counter": self.group_counter,
+            "rng": base64.b64encode(rng_blob()).decode(),
+        }
+
+    def _restore_rank(self, st: dict[str, Any]) -> None:
+        """Under torchrun: this rank's own position and RNG; the world size must be the one that wrote it."""
+        ranks = st.get("ranks") or []
+        if len(ranks) != self.info.world:
+            raise CheckpointError(
+                f"checkpoint step {st['step']} was written by {max(len(ranks), 1)} process(es), this run has "
+                f"{self.info.world}: resume with the same --nproc-per-node"
+            )
+        mine = ranks[self.info.rank]
+        self.stream.position = int(mine["data_position"])
+        self.group_counter = int(mine["group_counter"])
+        set_rng_blob(base64.b64decode(mine["rng"]))
 
     def restore(self, path: Path | None = None) -> int:
-        path = path or latest_checkpoint(self.run_dir)
-        if path is None:
-            return 0
-        st = load_checkpoint(
-            path, modules=self.modules(), optimizer=self.optimizer, scheduler=self.scheduler, extra=self._extra_state()
-        )
+        """Load checkpoint `path`, or the newest readable one (an unreadable newer one is moved aside, said in one
+        line); returns its step, 0 when there is none."""
+        parts = {"modules": self.modules(), "optimizer": self.optimizer, "scheduler": self.scheduler}
+        parts["extra"] = self._extra_state()
+        if path is None and self.info.world > 1:  # rank 0 picks (and moves aside a corrupt one); all load that
+            found = load_latest(self.run_dir, **parts) if self.info.is_main else None
+            path = broadcast_object(found[0] if found else None, self.info)
+            if path is None:
+                return 0
+            st = found[1] if found else load_checkpoint(path, **parts)
+        elif path is not None:
+            st = load_checkpoint(path, **parts)
+        else:
+            found = load_latest(self.run_dir, **parts)
+            if found is None:
+                return 0
+            path, st = found
         self.step = int(st["step"])
         self.stream.position = int(st["data_position"])
         self.group_counter = int(st["group_counter"])
         self.kl_ctl.value = float(st["kl_coef"])
         self.ent_coef.value = float(st["entropy_coef"])
+        if self.info.world > 1 or st.get("ranks"):
+            self._restore_rank(st)
         if self.autopilot is not None and st.get("autopilot"):
             # the interventions made before the checkpoint stay in force, and count against the budget
             self.autopilot.load_state_dict(st["autopilot"])
+        self.engine.sync_weights(self.model)
         if self.log is not None:
             self.log.truncate_after(self.step)
             truncate_rows_after(self.run_dir / "interventions.jsonl", self.step)
@@ -380,11 +448,9 @@ class Trainer:
 
     def save_final(self) -> Path:
         out = self.run_dir / "final"
-        model = self.model
-        if hasattr(model, "merge_and_unload"):
-            model = copy.deepcopy(model).merge_and_unload()
-        model.save_pretrained(out, safe_serialization=True)
-        self.tokenizer.save_pretrained(out)
+        if self.info.is_main:
+            save_model_dir(self.model, self.tokenizer, out, merged=True)  # a LoRA run's final model is merged
+        barrier(self.info)
         return out
 
 

@@ -10,15 +10,19 @@ from ..rollout import RolloutEngine, RolloutOutput, SamplingParams
 
 
 class PromptStream:
-    """Endless, seeded, epoch-shuffled stream over training examples; its position is checkpointed."""
+    """Endless, seeded, epoch-shuffled stream over training examples; its position is checkpointed.
 
-    def __init__(self, n: int, seed: int, position: int = 0) -> None:
+    Under torchrun, rank r of W reads global positions r, r+W, r+2W, ...: the ranks' prompts never overlap within
+    an epoch, and each rank's `position` (its own count) is checkpointed per rank. W=1 is the plain stream."""
+
+    def __init__(self, n: int, seed: int, position: int = 0, rank: int = 0, world: int = 1) -> None:
         self.n, self.seed, self.position = n, seed, position
+        self.rank, self.world = rank, world
 
     def take(self, k: int) -> list[int]:
         out = []
         for _ in range(k):
-            epoch, i = divmod(self.position, self.n)
+            epoch, i = divmod(self.position * self.world + self.rank, self.n)
             perm = torch.randperm(self.n, generator=torch.Generator().manual_seed(self.seed + epoch))
             out.append(int(perm[i]))
             self.position += 1

@@ -13,40 +13,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from .. import algos
 from ..algos.aggregate import Denominators
 from ..algos.compose import AlgoConfig, LossInputs, compute_loss, loss_denominators
 from ..batch import Batch
 from ..critic import Critic, CriticOptimizer
+from ..distributed import DistInfo, all_reduce_grads, all_reduce_sum, any_rank
 from ..learner import completion_forward
 from ..reference import Reference
 from .advantage import micro_batches
 
 
-@dataclass
-class DistInfo:
-    rank: int = 0
-    world: int = 1
-
-    @classmethod
-    def detect(cls) -> DistInfo:
-        if dist.is_available() and dist.is_initialized():
-            return cls(dist.get_rank(), dist.get_world_size())
-        return cls()
-
-
 def all_reduce_denominators(d: dict[str, Denominators], info: DistInfo) -> dict[str, Denominators]:
-    """Sum loss denominators over ranks, so every rank divides by the global count (spec §1.5 rule 2)."""
+    """Sum loss denominators over ranks, so every rank divides by the global count (spec §1.5 rule 2); one
+    collective on the backend's device (NCCL takes GPU tensors only)."""
     if info.world == 1:
         return d
-    out = {}
-    for k, v in d.items():
-        t = torch.tensor([v.tokens, v.nonempty_seqs, v.seqs], dtype=torch.float64)
-        dist.all_reduce(t)
-        out[k] = Denominators(*t.tolist())
-    return out
+    keys = sorted(d)
+    flat = all_reduce_sum([x for k in keys for x in (d[k].tokens, d[k].nonempty_seqs, d[k].seqs)], info)
+    return {k: Denominators(*flat[3 * i : 3 * i + 3]) for i, k in enumerate(keys)}
 
 
 @dataclass
@@ -65,6 +51,17 @@ class Learner:
     critic_opt: CriticOptimizer | None = None
     info: DistInfo = field(default_factory=DistInfo)
     on_phase: Callable[..., None] | None = None
+    ddp: torch.nn.Module | None = None  # the policy's training forward wrapped in torch DDP (world > 1)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The training forward (through DDP when there are several ranks, so it can sum gradients)."""
+        if self.ddp is not None:
+            return self.ddp(*args, **kwargs)
+        return completion_forward(self.model, *args, **kwargs)
+
+    def sync_context(self, last: bool) -> contextlib.AbstractContextManager:
+        """Gradient accumulation: DDP reduces only on the last micro-batch of an optimizer step."""
+        return self.ddp.no_sync() if (self.ddp is not None and not last) else contextlib.nullcontext()
 
 
 @dataclass
@@ -105,7 +102,8 @@ def run_update(
 ) -> tuple[dict[str, float], OnPolicyOutputs]:
     """All optimizer steps of one training step. `train_policy=False` (value pretraining) steps only the critic."""
     cfg = lr.train
-    train_policy = train_policy and policy_has_work(b, lr.algo, kl_coef, entropy_coef)
+    # every rank must take the same decision: DDP's gradient sum needs all of them in the backward
+    train_policy = train_policy and any_rank(policy_has_work(b, lr.algo, kl_coef, entropy_coef), lr.info)
     if not train_policy and lr.critic is None:
         return {"train/skipped_update": 1.0}, OnPolicyOutputs()
     gen = torch.Generator().manual_seed(cfg.seed * 100003 + step)
@@ -165,11 +163,13 @@ def _mini_batch(
     if lr.critic_opt is not None:
         lr.critic_opt.zero_grad()
     mets = []
-    for idx in micro_batches(len(mbb), lr.train.micro_batch_size):
+    parts = list(micro_batches(len(mbb), lr.train.micro_batch_size))
+    for i, idx in enumerate(parts):
         t0 = time.perf_counter()
-        loss, met = _micro_loss(lr, mbb, idx, positive, dens, outputs, mb, kl_coef, entropy_coef, train_policy)
-        t1 = time.perf_counter()
-        loss.backward()
+        with lr.sync_context(last=i == len(parts) - 1):
+            loss, met = _micro_loss(lr, mbb, idx, positive, dens, outputs, mb, kl_coef, entropy_coef, train_policy)
+            t1 = time.perf_counter()
+            loss.backward()
         clock["forward"] += t1 - t0
         clock["backward"] += time.perf_counter() - t1
         mets.append(met)
@@ -186,6 +186,7 @@ def _mini_batch(
         agg["train/nonfinite_loss"] = float(any(not math.isfinite(x.get("actor/loss", 0.0)) for x in mets))
         agg["train/nonfinite_grad"] = float(not torch.isfinite(grad_norm))
     if lr.critic_opt is not None:
+        all_reduce_grads([p for p in lr.critic.parameters() if p.requires_grad], lr.info)
         agg["critic/grad_norm"] = lr.critic_opt.step()
         agg["critic/lr"] = lr.critic_opt.optimizer.param_groups[0]["lr"]
     clock["optimizer"] += time.perf_counter() - t0
@@ -209,8 +210,7 @@ def _micro_loss(
     a = lr.algo
     grad_ctx = contextlib.nullcontext() if train_policy else torch.no_grad()
     with lr.autocast(), grad_ctx:
-        logp, ent, hidden = completion_forward(
-            lr.model,
+        logp, ent, hidden = lr.forward(
             mbb.prompt_ids[idx],
             mbb.prompt_mask[idx],
             mbb.completion_ids[idx],

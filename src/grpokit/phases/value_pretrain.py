@@ -10,6 +10,7 @@ import torch
 from .. import algos
 from .. import metric_names as mn
 from ..critic import pretraining_done
+from ..distributed import global_metrics
 from .update import run_update
 
 
@@ -28,7 +29,9 @@ def pretrain_critic(trainer: Any) -> list[dict[str, float]]:
         trainer._rounds = []
         b = trainer.draw(timings)
         trainer.prepare(b, timings)
-        history.append(algos.explained_variance(b.returns, b.values, b.mask))
+        # one value on every rank (torchrun), so every rank stops pretraining at the same batch
+        ev = algos.explained_variance(b.returns, b.values, b.mask)
+        history.append(global_metrics({"ev": ev}, trainer.info)["ev"])
         for epoch in range(cc.pretrain_epochs):
             m, _ = run_update(
                 trainer.learner(),

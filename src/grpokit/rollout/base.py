@@ -26,6 +26,7 @@ class SamplingParams:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
+    min_new_tokens: int = 0  # EOS is suppressed before this many new tokens (TRL/transformers min_new_tokens)
 
 
 @dataclass
@@ -101,6 +102,11 @@ def completion_mask_from_ids(ids: torch.Tensor, eos_ids: list[int]) -> tuple[tor
 class SharedModelEngine:
     """Base of the in-process engines: they sample with the learner's own model object, so weight sync is free."""
 
+    @classmethod
+    def from_session(cls, session: object) -> SharedModelEngine:
+        """The engine for a session (see `grpokit.session`): the learner's model, tokenizer and autocast."""
+        return cls(session.model, session.tokenizer, autocast=session.autocast)  # type: ignore[attr-defined]
+
     def __init__(
         self,
         model: torch.nn.Module,
@@ -154,7 +160,23 @@ def register_engine(name: str) -> Callable:
     return deco
 
 
-def make_engine(name: str, **kwargs: object) -> RolloutEngine:
+def engine_class(name: str) -> Callable[..., RolloutEngine]:
     if name not in ENGINES:
         raise ValueError(f"rollout.engine={name!r} is not available; choose one of {sorted(ENGINES)}")
-    return ENGINES[name](**kwargs)
+    return ENGINES[name]
+
+
+def make_engine(name: str, **kwargs: object) -> RolloutEngine:
+    return engine_class(name)(**kwargs)
+
+
+def build_engine(name: str, session: object) -> RolloutEngine:
+    """The registered engine `name` built from a session (each engine reads the keys it needs)."""
+    return engine_class(name).from_session(session)  # type: ignore[attr-defined]
+
+
+def check_engine(name: str) -> None:
+    """Fail early (before any model loads) when the engine cannot run here, e.g. vLLM is not installed."""
+    check = getattr(engine_class(name), "check_available", None)
+    if check is not None:
+        check()

