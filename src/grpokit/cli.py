@@ -77,21 +77,23 @@ def _new_run_dir(cfg: Any, name: str | None) -> Path:
     root = Path(cfg.train.out)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run = root / (name or f"{cfg.recipe}-{Path(cfg.data.task).stem}-{stamp}")
-    i = 1
-    base = run
-    while run.exists() and any(run.iterdir()):
-        run = Path(f"{base}-{i}")
-        i += 1
-    return run
+    from .rundir import claim_run_dir
+
+    return claim_run_dir(run)  # atomic: two runs started at once never share a directory
 
 
-def _run_training(cfg: Any, run_dir: Path, resume: bool, eval_samples: int) -> dict[str, Any]:
+def _run_training(
+    cfg: Any, run_dir: Path, resume: bool, eval_samples: int, resumed: tuple[list[str], list[str]] = ([], [])
+) -> dict[str, Any]:
     from .console import Display
+    from .interrupts import handle_signals
     from .loop import fit
     from .trainer import Trainer
 
     display = Display(cfg.train.steps)
     display.message(f"grpokit: recipe {cfg.recipe}, task {cfg.data.task}, model {cfg.model.name}, run {run_dir}")
+    for warning in cfg.warnings:
+        display.message(f"warning: {warning}")
     session = None
     if resume:
         from .checkpoint import recorded_precision
@@ -101,14 +103,17 @@ def _run_training(cfg: Any, run_dir: Path, resume: bool, eval_samples: int) -> d
         session = open_session(cfg, precision=recorded_precision(run_dir))
     trainer = Trainer(cfg, run_dir, session=session)
     if resume:
-        step = trainer.restore()
+        from .resume import restore
+
+        step = restore(trainer, *resumed, display)  # overrides, torn log lines, the monitor's history
         display.message(f"resumed from step {step}")
     display.message(
         f"precision {trainer.precision.name} on {trainer.device}; {cfg.rollout.prompts_per_step} prompts x "
         f"{cfg.rollout.group_size} samples x {cfg.rollout.max_new_tokens} new tokens per step"
     )
     try:
-        summary = fit(trainer, display, eval_before=not resume, eval_samples=eval_samples)
+        with handle_signals():  # SIGINT/SIGTERM: finish the step, checkpoint, stop (grpokit.interrupts)
+            summary = fit(trainer, display, eval_before=not resume, eval_samples=eval_samples)
     finally:
         display.close()
     before = summary.get("eval_before", {}).get("eval/accuracy")
@@ -123,18 +128,15 @@ def _run_training(cfg: Any, run_dir: Path, resume: bool, eval_samples: int) -> d
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .config import config_from_dict
-
     if args.resume:
+        from .resume import repair_logs, require_checkpoint, resume_config
+
         run_dir = Path(args.resume)
-        cfg_path = run_dir / "config.yaml"
-        if not cfg_path.exists():
-            print(f"error: --resume {args.resume!r}: no config.yaml there; pass a run directory", file=sys.stderr)
-            return 2
-        cfg = config_from_dict(yaml.safe_load(cfg_path.read_text()))
-        if args.steps is not None:
-            cfg.train.steps = args.steps
-        _run_training(cfg, run_dir, resume=True, eval_samples=args.eval_samples)
+        flags = {"model": args.model, "task": args.task, "seed": args.seed, "config": args.config, "steps": args.steps}
+        flags["recipe"] = None if args.recipe == "grpo" else args.recipe  # grpo is the flag's default
+        cfg, diffs = resume_config(run_dir, args.set, flags)  # safe --set honoured (a diff), others refused
+        require_checkpoint(run_dir)
+        _run_training(cfg, run_dir, resume=True, eval_samples=args.eval_samples, resumed=(diffs, repair_logs(run_dir)))
         return 0
     cfg = _config_from_args(args)
     run_dir = _new_run_dir(cfg, args.name)
@@ -331,6 +333,13 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BaseException as e:  # a signal, a divergence, a full disk: one line and its status (grpokit.exits)
+        from .exits import exit_line
+
+        code = exit_line(e)
+        if code is None:
+            raise
+        return code
 
 
 if __name__ == "__main__":
