@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from .. import metric_names as mn
 from ..data.example import Example
 from .isolation import InlineRunner, ProcessRunner, RewardCallError, RewardCallLimit, RewardCallTimeout
 from .registry import RewardFn, is_isolated, load_reward
@@ -253,6 +254,46 @@ class RewardManager:
                 raise failure_error([r.name], failures, n, self.max_fail_frac, complete=i == n - 1)
         return values, failures
 
+    def _score_all(
+        self, completions: list[str], examples: list[Example], ctx: CallContext
+    ) -> tuple[dict[str, list[float]], list[RewardFailure], dict[str, float]]:
+        """Each reward over the batch: its values, failures, seconds and batch retries. Raises as soon as one
+        reward fails on more than `max_fail_frac` of the samples."""
+        n = len(completions)
+        per_reward: dict[str, list[float]] = {}
+        failures: list[RewardFailure] = []
+        metrics: dict[str, float] = {mn.REWARD_BATCH_RETRIES: 0.0}
+        for r in self.rewards:
+            t = time.perf_counter()
+            values, fails, retried = self._score_batch(r, completions, examples, ctx) if n else ([], [], False)
+            metrics[f"{mn.REWARD_PREFIX}{r.name}_seconds"] = time.perf_counter() - t
+            metrics[mn.REWARD_BATCH_RETRIES] += retried
+            per_reward[r.name] = values
+            failures.extend(fails)
+            if len({f.index for f in fails}) > self.max_fail_frac * n:
+                raise failure_error([r.name], fails, n, self.max_fail_frac)
+        return per_reward, failures, metrics
+
+    def _combine(
+        self, completions: list[str], per_reward: dict[str, list[float]], failures: list[RewardFailure]
+    ) -> tuple[list[float], set[int]]:
+        """The weighted sum of the applicable rewards per sample (NaN where one failed or none applies; the latter
+        is added to `failures`), and the failed samples. Raises when more than `max_fail_frac` failed."""
+        n = len(completions)
+        failed = {f.index for f in failures}
+        rewards = []
+        for i in range(n):
+            applicable = [r for r in self.rewards if not math.isnan(per_reward[r.name][i])]
+            if i not in failed and not applicable:
+                failed.add(i)
+                msg = "returned None (not applicable) and no other reward applies to this sample"
+                failures.append(self._fail(self.rewards[0], i, completions[i], "none", msg))
+            rewards.append(math.nan if i in failed else sum(r.weight * per_reward[r.name][i] for r in applicable))
+        if len(failed) > self.max_fail_frac * n:
+            names = list(dict.fromkeys(f.reward for f in failures))
+            raise failure_error(names, failures, n, self.max_fail_frac)
+        return rewards, failed
+
     def score(
         self,
         completions: list[str],
@@ -272,47 +313,14 @@ class RewardManager:
         for name, given in (("examples", examples), ("prompts", prompts), ("completion_ids", completion_ids)):
             if given is not None and len(given) != n:
                 raise ValueError(f"{n} completions but {len(given)} {name}")
-        ctx = CallContext(prompts, completion_ids, trainer_state)
         t0 = time.perf_counter()
-        per_reward: dict[str, list[float]] = {}
-        failures: list[RewardFailure] = []
-        metrics: dict[str, float] = {"reward/batch_retries": 0.0}
-        for r in self.rewards:
-            t = time.perf_counter()
-            values, fails, retried = self._score_batch(r, completions, examples, ctx) if n else ([], [], False)
-            metrics[f"reward/{r.name}_seconds"] = time.perf_counter() - t
-            metrics["reward/batch_retries"] += retried
-            per_reward[r.name] = values
-            failures.extend(fails)
-            if len({f.index for f in fails}) > self.max_fail_frac * n:
-                raise failure_error([r.name], fails, n, self.max_fail_frac)
-        failed = {f.index for f in failures}
-        rewards = []
-        for i in range(n):
-            applicable = [r for r in self.rewards if not math.isnan(per_reward[r.name][i])]
-            if i not in failed and not applicable:
-                failed.add(i)
-                msg = "returned None (not applicable) and no other reward applies to this sample"
-                failures.append(self._fail(self.rewards[0], i, completions[i], "none", msg))
-            rewards.append(math.nan if i in failed else sum(r.weight * per_reward[r.name][i] for r in applicable))
-        if len(failed) > self.max_fail_frac * n:
-            names = list(dict.fromkeys(f.reward for f in failures))
-            raise failure_error(names, failures, n, self.max_fail_frac)
+        per_reward, failures, metrics = self._score_all(
+            completions, examples, CallContext(prompts, completion_ids, trainer_state)
+        )
+        rewards, failed = self._combine(completions, per_reward, failures)
         accuracy = per_reward[self.correctness]
-        metrics |= {
-            "reward/mean": _mean(rewards),
-            "reward/accuracy": _mean(accuracy),
-            "reward/fail_frac": len(failed) / n if n else 0.0,
-        }
-        metrics |= {f"reward/failures_{k}": float(sum(f.kind == k for f in failures)) for k in FAILURE_KINDS}
-        metrics |= {f"reward/{name}_mean": _mean(v) for name, v in per_reward.items()}
-        failed_by = {name: {f.index for f in failures if f.reward == name} for name in per_reward}
-        metrics |= {
-            f"reward/{name}_none_frac": sum(math.isnan(x) and i not in failed_by[name] for i, x in enumerate(v)) / n
-            for name, v in per_reward.items()
-            if n
-        }
-        metrics["reward/seconds"] = time.perf_counter() - t0
+        metrics |= _batch_metrics(rewards, accuracy, per_reward, failures, len(failed))
+        metrics[mn.REWARD_SECONDS] = time.perf_counter() - t0
         if failures:
             first = failures[0]
             log.warning(
@@ -326,6 +334,33 @@ class RewardManager:
                 first.message,
             )
         return RewardResult(rewards, accuracy, per_reward, failures, metrics)
+
+
+def _batch_metrics(
+    rewards: list[float],
+    accuracy: list[float],
+    per_reward: dict[str, list[float]],
+    failures: list[RewardFailure],
+    n_failed: int,
+) -> dict[str, float]:
+    """Mean reward and accuracy, failed share and failures by kind, and each reward's mean and share of samples it
+    does not apply to (None, not failed)."""
+    n = len(rewards)
+    metrics = {
+        mn.REWARD_MEAN: _mean(rewards),
+        mn.REWARD_ACCURACY: _mean(accuracy),
+        mn.REWARD_FAIL_FRAC: n_failed / n if n else 0.0,
+    }
+    metrics |= {f"{mn.REWARD_FAILURES_PREFIX}{k}": float(sum(f.kind == k for f in failures)) for k in FAILURE_KINDS}
+    metrics |= {f"{mn.REWARD_PREFIX}{name}_mean": _mean(v) for name, v in per_reward.items()}
+    failed_by = {name: {f.index for f in failures if f.reward == name} for name in per_reward}
+    metrics |= {
+        f"{mn.REWARD_PREFIX}{name}_none_frac": sum(math.isnan(x) and i not in failed_by[name] for i, x in enumerate(v))
+        / n
+        for name, v in per_reward.items()
+        if n
+    }
+    return metrics
 
 
 def _count(out: Any) -> str:

@@ -141,18 +141,9 @@ class EntropyCollapse(Detector):
             parts = parts[1:] + parts[:1]  # what can act first, the note last
         return ", ".join(parts) + _unknown_config_note(ctx), actions
 
-    def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
-        self.range.update(m)
-        key, acc = accuracy_now(m, self.range.zero_one)
-        if key is not None:
-            self.acc.add(step, (key, acc))
-        if mn.ENTROPY_TOKEN_MEAN not in m:
-            return self.active, None
-        h = _num(m, mn.ENTROPY_TOKEN_MEAN)
-        if not math.isfinite(h):
-            self.count = self.rel_count = 0
-            self.since = self.rel_since = None
-            return False, None
+    def _count(self, step: int, h: float) -> float:
+        """Advance the absolute and relative below-threshold counters (in training steps); returns the baseline
+        (mean of the first `baseline_steps` values)."""
         if len(self.baseline) < self.baseline_steps:
             self.baseline.append(h)
         if h < self.h_star:
@@ -167,8 +158,10 @@ class EntropyCollapse(Detector):
             self.rel_count = step - self.rel_since + 1
         else:
             self.rel_since, self.rel_count = None, 0
-        if self.count <= self.patience and self.rel_count <= self.patience:
-            return False, None
+        return base
+
+    def _alert(self, step: int, h: float, base: float) -> Alert:
+        """Entropy collapse (critical), or convergence (info) while accuracy is at its ceiling."""
         absolute = self.count > self.patience
         n = self.count if absolute else self.rel_count
         ev: dict[str, Any] = {
@@ -182,7 +175,7 @@ class EntropyCollapse(Detector):
         if acc_key is not None and acc_v >= self.ceiling:
             ev["accuracy"] = round(acc_v, 3)
             ev["accuracy_signal"] = acc_key
-            return True, Alert(
+            return Alert(
                 "convergence",
                 self.name,
                 step - n + 1,
@@ -196,17 +189,25 @@ class EntropyCollapse(Detector):
                 [],
             )
         fix, actions = self._fix()
-        return True, Alert(
-            self.mode,
-            self.name,
-            step - n + 1,
-            step,
-            "critical",
-            f"token entropy {h:.3f} has been {why} for {n} steps",
-            ev,
-            fix,
-            actions,
-        )
+        msg = f"token entropy {h:.3f} has been {why} for {n} steps"
+        return Alert(self.mode, self.name, step - n + 1, step, "critical", msg, ev, fix, actions)
+
+    def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
+        self.range.update(m)
+        key, acc = accuracy_now(m, self.range.zero_one)
+        if key is not None:
+            self.acc.add(step, (key, acc))
+        if mn.ENTROPY_TOKEN_MEAN not in m:
+            return self.active, None
+        h = _num(m, mn.ENTROPY_TOKEN_MEAN)
+        if not math.isfinite(h):
+            self.count = self.rel_count = 0
+            self.since = self.rel_since = None
+            return False, None
+        base = self._count(step, h)
+        if self.count <= self.patience and self.rel_count <= self.patience:
+            return False, None
+        return True, self._alert(step, h, base)
 
     def observe(self, step: int, m: dict[str, Any]) -> Alert | None:
         alert = super().observe(step, m)

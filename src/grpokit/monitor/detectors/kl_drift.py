@@ -27,8 +27,9 @@ class KLDrift(Windowed):
         self.rewards = StepWindow(self.window)
         self.dominates = StepWindow(self.window)
 
-    def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
-        key = self.push(step, m)
+    def _track(self, step: int, m: dict[str, Any]) -> tuple[float, float, float]:
+        """Record the reward and whether the KL penalty outweighs the policy-gradient term; returns (KL
+        coefficient, KL loss, policy-gradient scale) of this row."""
         r = _finite(m, mn.REWARD_MEAN)
         if math.isfinite(r):
             self.rewards.add(step, r)
@@ -40,8 +41,10 @@ class KLDrift(Windowed):
             pg_scale = abs(pg)
         if math.isfinite(coef) and math.isfinite(kl_loss) and math.isfinite(pg_scale):
             self.dominates.add(step, coef * kl_loss > pg_scale and coef > 0)
-        if key is None:
-            return self.active, None
+        return coef, kl_loss, pg_scale
+
+    def _drift(self, step: int, key: str) -> Alert | None:
+        """KL above `kl_max` (critical), or growing `growth`-fold over the window above the floors (warning)."""
         vals = self.vals()
         last = vals[-1]
         fix = (
@@ -50,17 +53,9 @@ class KLDrift(Windowed):
         )
         actions = [] if self.context.get("kl_controller") == "adaptive" else ["algo.kl_controller=adaptive"]
         if last > self.kl_max:
-            return True, Alert(
-                self.mode,
-                self.name,
-                step,
-                step,
-                "critical",
-                f"KL to the reference {last:.3f} exceeds {self.kl_max}",
-                {"kl": round(last, 4), "signal": key},
-                fix,
-                actions,
-            )
+            msg = f"KL to the reference {last:.3f} exceeds {self.kl_max}"
+            ev = {"kl": round(last, 4), "signal": key}
+            return Alert(self.mode, self.name, step, step, "critical", msg, ev, fix, actions)
         if (
             self.full()
             and len(vals) >= 2
@@ -68,20 +63,19 @@ class KLDrift(Windowed):
             and last > self.growth * max(vals[0], self.kl_floor)
             and last > max(self.kl_floor, self.min_kl)
         ):
-            return True, Alert(
-                self.mode,
-                self.name,
-                self.values.first_step(),
-                step,
-                "warning",
+            first = self.values.first_step()
+            msg = (
                 f"KL to the reference grew from {vals[0]:.4g} to {last:.4g} "
-                f"({last / max(vals[0], self.kl_floor):.1f}x) in {step - self.values.first_step() + 1} steps",
-                {"kl_first": round(vals[0], 5), "kl_last": round(last, 5), "signal": key},
-                fix,
-                actions,
+                f"({last / max(vals[0], self.kl_floor):.1f}x) in {step - first + 1} steps"
             )
+            ev = {"kl_first": round(vals[0], 5), "kl_last": round(last, 5), "signal": key}
+            return Alert(self.mode, self.name, first, step, "warning", msg, ev, fix, actions)
+        return None
+
+    def _penalty_dominates(self, step: int, coef: float, kl_loss: float, pg_scale: float) -> Alert | None:
+        """The KL penalty term above the policy-gradient term for the whole window while reward stalls."""
         dom = self.dominates.values()
-        if (
+        if not (
             self.dominates.full()
             and dom
             and all(dom)
@@ -89,15 +83,23 @@ class KLDrift(Windowed):
             and len(self.rewards) >= 2
             and _slope(self.rewards.values()) <= 0
         ):
-            return True, Alert(
-                self.mode,
-                self.name,
-                self.dominates.first_step(),
-                step,
-                "warning",
-                "the KL penalty outweighs the policy gradient and reward has stalled",
-                {"kl_coef": coef, "kl_loss": _r(kl_loss, 5), "pg_scale": _r(pg_scale, 5)},
-                "lower the KL coefficient or use an adaptive controller (algo.kl_controller=adaptive)",
-                ["algo.kl_coef*=0.5"],
-            )
-        return False, None
+            return None
+        return Alert(
+            self.mode,
+            self.name,
+            self.dominates.first_step(),
+            step,
+            "warning",
+            "the KL penalty outweighs the policy gradient and reward has stalled",
+            {"kl_coef": coef, "kl_loss": _r(kl_loss, 5), "pg_scale": _r(pg_scale, 5)},
+            "lower the KL coefficient or use an adaptive controller (algo.kl_controller=adaptive)",
+            ["algo.kl_coef*=0.5"],
+        )
+
+    def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
+        key = self.push(step, m)
+        coef, kl_loss, pg_scale = self._track(step, m)
+        if key is None:
+            return self.active, None
+        alert = self._drift(step, key) or self._penalty_dominates(step, coef, kl_loss, pg_scale)
+        return (True, alert) if alert is not None else (False, None)

@@ -4,6 +4,7 @@ the dict, the progress bar or the logging interval, and a printed file split int
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from .canonical import RawRows, _merge
@@ -25,35 +26,90 @@ def _is_rl_row(d: dict[str, Any]) -> bool:
     )
 
 
+def _dict_step(d: dict[str, Any], bar: tuple[int, int] | None) -> tuple[int | None, int | None]:
+    """(step, total steps) of a printed dict: its `global_step/max_steps` (ms-swift) or `step` entry, else the
+    counter of the progress bar printed since the previous dict; (None, None) when none says."""
+    gs = d.get("global_step/max_steps")
+    if isinstance(gs, str) and "/" in gs:
+        a, _, b = gs.partition("/")
+        return _step_of(a), _step_of(b)
+    if _step_of(d.get("step")) is not None:
+        return _step_of(d.get("step")), None
+    if bar is not None:
+        return bar
+    return None, None
+
+
+@dataclass
+class _Segmenter:
+    """Rows of printed dicts collected into runs (see `_trl_console_segments`)."""
+
+    segments: list[tuple[RawRows, list[str]]] = field(default_factory=list)
+    rows: RawRows = field(default_factory=dict)
+    kind: bool | None = None  # whether the current run's rows are RL rows
+    total: int | None = None  # the progress bar's total steps
+    last_step: int | None = None
+    interval: int = 1
+    inferred: int = 0  # rows whose step was inferred from the logging interval
+    known: int = 0  # rows whose step was printed
+
+    def close(self) -> None:
+        """End the current run (if it has rows), with a note on how many steps were inferred."""
+        if self.rows:
+            notes = []
+            if self.inferred and not self.known:
+                notes.append(
+                    "this console log prints no step numbers or progress bars for these rows: they are numbered "
+                    "1, 2, ... and the logging interval is unknown"
+                )
+            elif self.inferred:
+                notes.append(
+                    f"{self.inferred} of {self.inferred + self.known} rows had no progress bar: their step was inferred"
+                )
+            self.segments.append((self.rows, notes))
+        self.rows, self.inferred, self.known, self.last_step = {}, 0, 0, None
+        self.interval, self.total, self.kind = 1, None, None
+
+    def add_eval(self, d: dict[str, Any], step: int | None) -> None:
+        """An evaluation log: it belongs to the training step it was printed at."""
+        at = step if step is not None else self.last_step
+        if at is not None:
+            _merge(self.rows, at, _numeric_items({k: v for k, v in d.items() if k != "step"}))
+
+    def add_train(self, d: dict[str, Any], step: int | None, this_total: int | None) -> None:
+        """A training log: a new run when rows switch between supervised and RL, the bar's total changes or the
+        step goes back; a missing or repeated step is the previous one plus the logging interval."""
+        is_rl = _is_rl_row(d)
+        if (
+            (self.kind is not None and is_rl != self.kind)
+            or (this_total is not None and self.total is not None and this_total != self.total)
+            or (step is not None and self.last_step is not None and step < self.last_step)
+        ):
+            self.close()
+        self.kind = is_rl
+        self.total = this_total if this_total is not None else self.total
+        if step is None or (self.last_step is not None and step == self.last_step):
+            if step is None:
+                self.inferred += 1
+            step = (self.last_step or 0) + self.interval
+        else:
+            self.known += 1
+            if self.last_step is not None and step > self.last_step:
+                self.interval = step - self.last_step
+        _merge(
+            self.rows, step, _numeric_items({k: v for k, v in d.items() if k not in ("step", "global_step/max_steps")})
+        )
+        self.last_step = step
+
+
 def _trl_console_segments(text: str) -> list[tuple[RawRows, list[str]]]:
     """Per-step dicts printed by transformers' Trainer (TRL, Unsloth, ms-swift), among progress bars and other
     output. The step of a dict is its `global_step/max_steps` (ms-swift) or `step` entry, else the counter of the
     training progress bar printed since the previous dict, else the previous step plus the logging interval seen
     so far (1 at first). A new run starts when rows switch between supervised (no reward) and RL, when the
     progress bar's total changes, or when the step goes back."""
-    segments: list[tuple[RawRows, list[str]]] = []
-    rows: RawRows = {}
-    kind: bool | None = None
-    total: int | None = None
-    last_step: int | None = None
-    interval = 1
-    inferred = known = 0
+    seg = _Segmenter()
     bar: tuple[int, int] | None = None
-
-    def close() -> None:
-        nonlocal rows, inferred, known, last_step, interval, total, kind
-        if rows:
-            notes = []
-            if inferred and not known:
-                notes.append(
-                    "this console log prints no step numbers or progress bars for these rows: they are numbered "
-                    "1, 2, ... and the logging interval is unknown"
-                )
-            elif inferred:
-                notes.append(f"{inferred} of {inferred + known} rows had no progress bar: their step was inferred")
-            segments.append((rows, notes))
-        rows, inferred, known, last_step, interval, total, kind = {}, 0, 0, None, 1, None, None
-
     for raw_line in text.replace("\r", "\n").splitlines():
         line = _ANSI.sub("", raw_line)
         m = _TRL_DICT.search(line)
@@ -66,47 +122,14 @@ def _trl_console_segments(text: str) -> list[tuple[RawRows, list[str]]]:
         d = _dict_at(line, m.start())
         if d is None or "train_runtime" in d:
             if d is not None:
-                close()  # the end-of-training summary closes a run
+                seg.close()  # the end-of-training summary closes a run
             bar = None
             continue
-        step: int | None = None
-        this_total = None
-        gs = d.get("global_step/max_steps")
-        if isinstance(gs, str) and "/" in gs:
-            a, _, b_ = gs.partition("/")
-            step, this_total = _step_of(a), _step_of(b_)
-        elif _step_of(d.get("step")) is not None:
-            step = _step_of(d.get("step"))
-        elif bar is not None:
-            step, this_total = bar
+        step, this_total = _dict_step(d, bar)
         if all(str(k).startswith("eval_") or k in ("epoch", "step") for k in d):
-            # an evaluation log: it belongs to the training step it was printed at
-            at = step if step is not None else last_step
-            if at is not None:
-                _merge(rows, at, _numeric_items({k: v for k, v in d.items() if k != "step"}))
-            bar = None
-            continue
-        is_rl = _is_rl_row(d)
-        restart = (
-            (kind is not None and is_rl != kind)
-            or (this_total is not None and total is not None and this_total != total)
-            or (step is not None and last_step is not None and step < last_step)
-        )
-        if restart:
-            close()
-        kind = is_rl
-        total = this_total if this_total is not None else total
-        if step is None or (last_step is not None and step == last_step):
-            if step is None:
-                inferred += 1
-            step = (last_step or 0) + interval
+            seg.add_eval(d, step)
         else:
-            known += 1
-            if last_step is not None and step > last_step:
-                interval = step - last_step
-        values = _numeric_items({k: v for k, v in d.items() if k not in ("step", "global_step/max_steps")})
-        _merge(rows, step, values)
-        last_step = step
+            seg.add_train(d, step, this_total)
         bar = None
-    close()
-    return segments
+    seg.close()
+    return seg.segments
