@@ -7,6 +7,7 @@ import time
 
 import torch
 
+from . import metric_names as mn
 from .phases.scoring import completion_id_lists
 from .session import Session
 
@@ -31,9 +32,9 @@ def evaluate(session: Session, n_samples: int = 1, *, seed: int = 0) -> dict[str
     res = session.rewards.score(out.texts, examples, completion_ids=completion_id_lists(out))
     acc = torch.tensor(res.accuracy, dtype=torch.float64).nan_to_num(0.0)
     return {
-        "eval/accuracy": float(acc.mean()),
-        "eval/length": float(out.lengths.double().mean()),
-        "eval/truncation_rate": float(out.truncated.double().mean()),
-        "eval/n": float(len(out.texts)),
-        "time/eval": time.perf_counter() - t0,
+        mn.EVAL_ACCURACY: float(acc.mean()),
+        mn.EVAL_LENGTH: float(out.lengths.double().mean()),
+        mn.EVAL_TRUNCATION_RATE: float(out.truncated.double().mean()),
+        mn.EVAL_N: float(len(out.texts)),
+        mn.TIME_EVAL: time.perf_counter() - t0,
     }
