@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from . import algos
+from . import metric_names as mn
 from .batch import Batch
 from .checkpoint import CheckpointError, load_checkpoint, load_latest, save_checkpoint, save_model_dir
 from .config import Config
@@ -314,16 +315,16 @@ class Trainer:
             step_signals(b, a, max_new_tokens=cfg.rollout.max_new_tokens, policy_logp=logp, policy_entropy=ent)
         )
         metrics.update(_timing_metrics(timings, time.perf_counter() - t_step, b))
-        metrics["train/batch_size"] = float(len(b))
+        metrics[mn.TRAIN_BATCH_SIZE] = float(len(b))
         # one global row on every rank: controllers, detectors and autopilot then act the same everywhere
         metrics = global_metrics(metrics, self.info)
-        self._after_step(metrics, int(metrics["train/batch_size"]))
+        self._after_step(metrics, int(metrics[mn.TRAIN_BATCH_SIZE]))
         self._last_batch = b
         return metrics
 
     def _sync_engine(self, metrics: dict[str, float], timings: dict[str, float]) -> None:
         """Push the updated weights into the rollout engine (free for in-process engines; vLLM reloads them)."""
-        if metrics.get("train/skipped_update", 0.0) >= 1.0:
+        if metrics.get(mn.TRAIN_SKIPPED_UPDATE, 0.0) >= 1.0:
             return
         t0 = time.perf_counter()
         self.engine.sync_weights(self.model)
@@ -331,14 +332,14 @@ class Trainer:
 
     def _after_step(self, metrics: dict[str, float], n: int) -> None:
         """Controllers and the reference move once per step."""
-        if "kl_ref/k1" in metrics:
+        if mn.KL_REF_K1 in metrics:
             # n = the batch's sample count, as Ziegler et al. and verl pass it (spec §2)
-            self.kl_ctl.update(metrics["kl_ref/k1"], n)
-        self.ent_coef.update(metrics.get("entropy/token_mean", float("nan")))
+            self.kl_ctl.update(metrics[mn.KL_REF_K1], n)
+        self.ent_coef.update(metrics.get(mn.ENTROPY_TOKEN_MEAN, float("nan")))
         self.reference.after_step(self.model, self.step)
-        metrics["kl/coef"] = self.kl_ctl.value
-        metrics["entropy/coef"] = self.ent_coef.value
-        metrics["train/lr"] = self.optimizer.param_groups[0]["lr"]
+        metrics[mn.KL_COEF] = self.kl_ctl.value
+        metrics[mn.ENTROPY_COEF] = self.ent_coef.value
+        metrics[mn.TRAIN_LR] = self.optimizer.param_groups[0]["lr"]
 
     def pretrain_critic(self) -> list[dict[str, float]]:
         """Value pretraining before the first policy step (see `grpokit.phases.value_pretrain`)."""
@@ -455,10 +456,10 @@ class Trainer:
 
 
 def _timing_metrics(timings: dict[str, float], total: float, b: Batch) -> dict[str, float]:
-    m = {f"time/{k}" if k != "gen_tokens" else "perf/gen_tokens": v for k, v in timings.items()}
-    m["time/step"] = total
-    m["perf/tokens_per_s"] = float((b.prompt_mask.sum() + b.raw_mask.sum()) / total)
-    m["perf/gen_tokens_per_s"] = timings.get("gen_tokens", 0.0) / max(timings.get("generate", 1e-9), 1e-9)
+    m = {f"time/{k}" if k != "gen_tokens" else mn.PERF_GEN_TOKENS: v for k, v in timings.items()}
+    m[mn.TIME_STEP] = total
+    m[mn.PERF_TOKENS_PER_S] = float((b.prompt_mask.sum() + b.raw_mask.sum()) / total)
+    m[mn.PERF_GEN_TOKENS_PER_S] = timings.get("gen_tokens", 0.0) / max(timings.get("generate", 1e-9), 1e-9)
     return m
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from .. import algos
+from .. import metric_names as mn
 from ..algos.aggregate import Denominators
 from ..algos.compose import AlgoConfig, LossInputs, compute_loss, loss_denominators
 from ..batch import Batch
@@ -105,7 +106,7 @@ def run_update(
     # every rank must take the same decision: DDP's gradient sum needs all of them in the backward
     train_policy = train_policy and any_rank(policy_has_work(b, lr.algo, kl_coef, entropy_coef), lr.info)
     if not train_policy and lr.critic is None:
-        return {"train/skipped_update": 1.0}, OnPolicyOutputs()
+        return {mn.TRAIN_SKIPPED_UPDATE: 1.0}, OnPolicyOutputs()
     gen = torch.Generator().manual_seed(cfg.seed * 100003 + step)
     positive = (b.accuracy >= 0.5) & b.valid if lr.algo.nll_coef > 0 else None
     outputs, per_step = OnPolicyOutputs(), []
@@ -135,7 +136,7 @@ def run_update(
     timings.update(clock)
     out = mean_dicts(per_step)
     if not train_policy:
-        out["train/skipped_update"] = 1.0
+        out[mn.TRAIN_SKIPPED_UPDATE] = 1.0
     return out, outputs
 
 
@@ -182,13 +183,13 @@ def _mini_batch(
             lr.optimizer.step()
         lr.scheduler.step()
         lr.reference.after_optimizer_step(lr.model)
-        agg["train/grad_norm"] = float(grad_norm)
-        agg["train/nonfinite_loss"] = float(any(not math.isfinite(x.get("actor/loss", 0.0)) for x in mets))
-        agg["train/nonfinite_grad"] = float(not torch.isfinite(grad_norm))
+        agg[mn.TRAIN_GRAD_NORM] = float(grad_norm)
+        agg[mn.TRAIN_NONFINITE_LOSS] = float(any(not math.isfinite(x.get(mn.ACTOR_LOSS, 0.0)) for x in mets))
+        agg[mn.TRAIN_NONFINITE_GRAD] = float(not torch.isfinite(grad_norm))
     if lr.critic_opt is not None:
         all_reduce_grads([p for p in lr.critic.parameters() if p.requires_grad], lr.info)
-        agg["critic/grad_norm"] = lr.critic_opt.step()
-        agg["critic/lr"] = lr.critic_opt.optimizer.param_groups[0]["lr"]
+        agg[mn.CRITIC_GRAD_NORM] = lr.critic_opt.step()
+        agg[mn.CRITIC_LR] = lr.critic_opt.optimizer.param_groups[0]["lr"]
     clock["optimizer"] += time.perf_counter() - t0
     return agg
 
@@ -255,7 +256,7 @@ def _micro_loss(
         )
         v_agg = algos.aggregate(vl, mask, a.loss_agg, denominators=dens["main"], l_norm=a.l_norm)
         loss = loss + v_agg
-        met["critic/value_loss"] = float(v_agg.detach())
+        met[mn.CRITIC_VALUE_LOSS] = float(v_agg.detach())
         met.update({f"critic/{k}": v for k, v in vm.items()})
     return loss, met
 
