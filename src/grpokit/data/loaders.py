@@ -63,8 +63,15 @@ def examples_from_rows(
 
 
 def _jsonl_records(p: Path, prompt_key: str, answer_key: str | None) -> Iterator[tuple[int, Any]]:
-    with p.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
+    with p.open("rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(
+                    f"{p}, line {lineno}: not UTF-8 text (byte 0x{raw[e.start]:02x} at column {e.start + 1}); "
+                    "save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+                ) from None
             if not line.strip():
                 continue
             try:

@@ -136,7 +136,10 @@ def record_to_example(
     values = {}
     for key, arg in keys:
         values[arg] = lookup(record, key)
-        if values[arg] is _MISSING or values[arg] is None:
+        if values[arg] is None:
+            also = ", or set data.answer_key=null if no reward needs a reference answer" if arg == "answer_key" else ""
+            raise ValueError(f"{source}, {where}: field {key!r} is null; give it a value or drop this record{also}")
+        if values[arg] is _MISSING:
             raise missing_key_error(source, where, key, field_names(record), arg)
     prompt, messages = parse_prompt(values["prompt_key"], source, where, prompt_key)
     meta = {k: v for k, v in record.items() if k not in (prompt_key, answer_key, "id")}
