@@ -118,3 +118,28 @@ def test_reward_functions_by_qualified_name() -> None:
         reward_specs([lambda c, e: c, lambda c, e: c])
     with pytest.raises(ConfigError, match=r"reward_funcs: 3 is neither a function nor a reward name"):
         reward_specs([3])
+
+
+def test_functions_in_overrides_are_recorded_by_name_and_never_stringified(tmp_path: Path) -> None:
+    from grpokit.api import train
+    from grpokit.config import build_config
+
+    def scorer(completions, examples):
+        return [0.0] * len(completions)
+
+    with pytest.raises(ConfigError, match=r"reward.functions=.*a function is not a config value.*reward_funcs"):
+        build_config("grpo", **{"reward.functions": [scorer]})
+    with pytest.raises(ConfigError, match=r"give the reward functions once"):
+        train(model="tiny", reward_funcs=[scorer], reward={"functions": [scorer]}, out=str(tmp_path))
+
+
+def test_prompt_only_data_without_reward_functions_is_one_clear_error(tmp_path: Path) -> None:
+    from grpokit.config import build_config
+    from grpokit.session import open_session
+
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(json.dumps({"prompt": f"Tell a joke about {w}."}) + "\n" for w in ("cats", "dogs")))
+    cfg = build_config("grpo", overrides=["data.answer_key=null", "model.name=tiny"], **{"data.task": str(data)})
+    assert cfg.data.answer_key is None
+    with pytest.raises(ValueError, match=r"reward.functions is empty and data.answer_key is null"):
+        open_session(cfg)

@@ -148,8 +148,11 @@ def train(
     Returns a `TrainResult` (its `run_dir` holds config.yaml, metrics.jsonl and the final model)."""
     direct = dotted_overrides(overrides)
     functions: dict[str, Callable[..., Any]] = {}
-    if reward_funcs is not None:
-        direct["reward.functions"], functions = reward_specs(reward_funcs)
+    given = direct.pop("reward.functions", None)  # also reward={"functions": [...]} or functions=[...]
+    if reward_funcs is not None and given is not None:
+        raise ConfigError("grpokit.train: give the reward functions once, as reward_funcs=[...]")
+    if reward_funcs is not None or given is not None:
+        direct["reward.functions"], functions = reward_specs(reward_funcs if reward_funcs is not None else given)
     if reward_weights is not None:
         direct["reward.weights"] = list(reward_weights)
     if model is not None:

@@ -368,6 +368,11 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         except (TypeError, ValueError):
             raise ConfigError(f"{key}={value!r} must be a number") from None
     if tp is str:
+        if callable(value):
+            raise ConfigError(
+                f"{key}={value!r}: a function is not a config value; pass reward functions to "
+                "grpokit.train(reward_funcs=[...]) (recorded by qualified name) or name them as 'module:function'"
+            )
         if isinstance(value, (dict, list)) or value is None:
             raise ConfigError(f"{key}={value!r} must be a string")
         return str(value)
