@@ -4,7 +4,7 @@ Every registry has one fixed call signature: positional tensors, then keyword-on
 arguments named in the registry's `inputs` are tensors the caller supplies (a mask, values, a generator); every
 other keyword-only argument is a **declared hyper-parameter** of the component, with its default taken from the
 component's paper (or `REQUIRED` when it has none). `Registry.params(name)` lists them; `AlgoConfig.bind` binds
-them once from a recipe (see `compose.py`).
+them once from a recipe (see `algo_config.py`).
 """
 
 from __future__ import annotations
