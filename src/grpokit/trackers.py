@@ -43,9 +43,17 @@ def _require(name: str) -> Any:
         ) from None
 
 
+def alert_step(alert: dict[str, Any]) -> int:
+    """The step an alert was raised at (`fired_at`; its onset `step` can be earlier)."""
+    return int(alert.get("fired_at", alert.get("step", 0)) or 0)
+
+
 def alert_text(alert: dict[str, Any]) -> str:
     """An alert as a few lines of text (Markdown-friendly)."""
-    lines = [f"[{alert.get('severity', '?')}] {alert.get('detector', '?')} at step {alert.get('step', '?')}"]
+    head = f"[{alert.get('severity', '?')}] {alert.get('detector', '?')} at step {alert_step(alert)}"
+    if alert.get("step") is not None and alert.get("step") != alert_step(alert):
+        head += f" (since step {alert['step']})"
+    lines = [head]
     if alert.get("message"):
         lines.append(str(alert["message"]))
     if alert.get("fix"):
@@ -233,7 +241,7 @@ class Trackers:
         if not self.items:
             return
         self._ensure_started()
-        step = int(row.get("step", 0) or 0)
+        step = alert_step(row)
         level = SEVERITY_LEVEL.get(str(row.get("severity", "warning")), 1)
         for t in self.items:
             t.log(step, {f"alerts/{row.get('detector', 'alert')}": float(level)})
