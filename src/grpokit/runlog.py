@@ -39,7 +39,14 @@ def _clean(v: Any) -> Any:
 class RunLog:
     """Appends one JSON line per step; mirrors numeric metrics to TensorBoard when available."""
 
-    def __init__(self, run_dir: Path, tensorboard: bool = True) -> None:
+    def __init__(self, run_dir: Path, tensorboard: bool = True, report_to: list[str] | None = None) -> None:
+        """`report_to` (train.report_to) picks TensorBoard and the trackers of `grpokit.trackers`; None: TensorBoard
+        as `tensorboard` says and no tracker."""
+        from .trackers import Trackers
+
+        if report_to is not None:
+            tensorboard = "tensorboard" in report_to
+        self.trackers = Trackers(list(report_to or []), run_dir)  # a missing library stops here, before training
         self.dir = run_dir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = run_dir / "metrics.jsonl"
@@ -65,6 +72,7 @@ class RunLog:
             self.tb.add_text(CONFIG_TEXT_TAG, "```yaml\n" + text + "```", step)
             self._write_hparams(cfg)
             self.tb.flush()
+        self.trackers.config(cfg)
 
     def _write_hparams(self, cfg: dict[str, Any]) -> None:
         """The config as TensorBoard hparams, written into this run's own event file (SummaryWriter.add_hparams
@@ -111,6 +119,7 @@ class RunLog:
                 if isinstance(v, (int, float)) and math.isfinite(float(v)):
                     self.tb.add_scalar(k, float(v), step)
             self.tb.flush()
+        self.trackers.log(step, metrics)
 
     def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
         with self.samples_path.open("a") as f:
@@ -118,8 +127,15 @@ class RunLog:
                 f.write(json.dumps({"step": step, **r}) + "\n")
 
     def alert(self, row: dict[str, Any]) -> None:
+        """alerts.jsonl, and the alert as text in TensorBoard (`alerts/<detector>`) and every tracker."""
         with self.alerts_path.open("a") as f:
             f.write(json.dumps(row) + "\n")
+        if self.tb is not None:
+            from .trackers import alert_step, alert_text
+
+            self.tb.add_text(f"alerts/{row.get('detector', 'alert')}", alert_text(row), alert_step(row))
+            self.tb.flush()
+        self.trackers.alert(row)
 
     def truncate_after(self, step: int) -> None:
         """On resume: drop metric/sample rows logged after the checkpoint's step (they will be redone)."""
@@ -132,3 +148,4 @@ class RunLog:
     def close(self) -> None:
         if self.tb is not None:
             self.tb.close()
+        self.trackers.close()
