@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+from . import __version__
+
 
 def _quiet_libraries() -> None:
     """Keep the terminal for grpokit's own progress: no per-shard bars or info logs from transformers."""
@@ -68,12 +70,17 @@ def _config_from_args(args: argparse.Namespace):
         "model.name": args.model,
         "train.steps": args.steps,
         "train.out": args.out,
+        "train.output_dir": args.output_dir,
         "train.seed": args.seed,
     }
     return build_config(args.recipe, overrides=args.set, config_file=args.config, **direct)
 
 
 def _new_run_dir(cfg: Any, name: str | None) -> Path:
+    if cfg.train.output_dir:  # exactly that folder, as TRL's output_dir (refused when it holds a run)
+        from .output_dir import claim_output_dir
+
+        return claim_output_dir(cfg.train.output_dir)
     root = Path(cfg.train.out)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run = root / (name or f"{cfg.recipe}-{Path(cfg.data.task).stem}-{stamp}")
@@ -128,6 +135,11 @@ def _run_training(
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.resume is True:  # bare --resume: the --output-dir run, as TRL's resume_from_checkpoint=True
+        if not args.output_dir:
+            print("error: --resume without RUN_DIR needs --output-dir DIR (or pass --resume RUN_DIR)", file=sys.stderr)
+            return 2
+        args.resume = args.output_dir
     if args.resume:
         from .resume import repair_logs, require_checkpoint, resume_config
 
@@ -232,6 +244,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="grpokit", description="RL post-training with the GRPO family")
+    p.add_argument("--version", action="version", version=f"grpokit {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("recipes", help="list recipes, or `recipes show NAME` for the resolved config")
@@ -254,11 +267,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--steps", type=int, default=None)
     t.add_argument("--out", default=None, help="parent directory of run directories (default runs/)")
+    t.add_argument(
+        "--output-dir", default=None, help="exactly this run directory, as TRL's output_dir (refused if it holds a run)"
+    )
     t.add_argument("--name", default=None, help="run directory name")
     t.add_argument("--seed", type=int, default=None)
     t.add_argument("--config", default=None, help="YAML file with config sections to apply over the recipe")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. --set algo.eps_high=0.28")
-    t.add_argument("--resume", default=None, metavar="RUN_DIR", help="continue a run from its last checkpoint")
+    t.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="RUN_DIR",
+        help="continue a run from its last checkpoint (bare --resume: the --output-dir run)",
+    )
     t.add_argument("--eval-samples", type=int, default=1, help="samples per held-out prompt in eval")
     t.add_argument("--autopilot", action="store_true", help="apply detectors' fixes within train.autopilot_* bounds")
     t.set_defaults(fn=cmd_train)
@@ -303,6 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     register_preflight(sub)
     register_audit(sub)
+    from .config_compat.cli import register_cli as register_config
+
+    register_config(sub)
 
     d = sub.add_parser("demo", help="about 10 minutes of DAPO on single-digit addition with the embedded model")
     d.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
