@@ -27,8 +27,14 @@ class Marker:
 
 
 def pyplot() -> Any:
-    """matplotlib.pyplot on the non-interactive Agg backend."""
-    import matplotlib
+    """matplotlib.pyplot on the non-interactive Agg backend; without matplotlib, a ValueError saying how to get it."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ValueError(
+            "the report's charts need matplotlib, which is not installed: pip install matplotlib "
+            "(grpokit doctor PATH gives the diagnosis without it)"
+        ) from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
