@@ -55,6 +55,8 @@ def check_vllm_installed() -> None:
 def _env_for_cpu(kv_cache_gib: float) -> None:
     """In-process engine (a colocated learner needs it) and a bounded KV cache on CPU."""
     os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    # vLLM's CPU worker otherwise lowers torch's thread count "for serving": the colocated learner keeps its own
+    os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
     if not torch.cuda.is_available():
         os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, int(round(kv_cache_gib))))
 
