@@ -153,3 +153,91 @@ def test_verl_job_runs_unchanged(tmp_path: Path) -> None:
     config = (run.dir / "config.yaml").read_text()
     assert "compute_score" in config and "train.parquet" in config
     assert (run.dir / "final" / "config.json").is_file()
+
+
+TRL_GRPO_CONFIG = """\
+# a TRL GRPOConfig as `trl grpo --config` takes it
+output_dir: {out}
+model_name_or_path: tiny
+dataset_name: {data}
+reward_funcs: [accuracy_reward, think_format_reward]
+reward_weights: [1.0, 0.5]
+learning_rate: 1.0e-5
+num_generations: 4
+per_device_train_batch_size: 8
+max_completion_length: 8
+max_steps: 2
+save_steps: 1
+beta: 0.04
+epsilon_high: 0.28
+loss_type: dr_grpo
+logging_steps: 1
+push_to_hub: false
+report_to: none
+"""
+
+
+def test_trl_job_with_its_grpoconfig_yaml(tmp_path: Path) -> None:
+    """`grpokit train --config trl_grpo.yaml`: TRL's own config file, its values mapped by meaning; output_dir is
+    the run directory itself and its checkpoints load with transformers."""
+    job = trl_job(tmp_path)
+    out = tmp_path / "Qwen-GRPO"
+    config = tmp_path / "trl_grpo.yaml"
+    config.write_text(TRL_GRPO_CONFIG.format(out=out, data=job.files["data"]))
+    cmd = [sys.executable, "-m", "grpokit.cli", "train", "--config", str(config)]
+    cmd += ["--set", "data.answer_key=solution", "--set", "data.eval_size=2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert proc.stderr.count("is a TRL GRPOConfig file") == 1
+    assert "logging_steps=1" in proc.stderr and "push_to_hub=False" in proc.stderr  # named, not silently dropped
+    run = Run(proc, out)  # TRL's output_dir is the run directory itself
+    assert [r["step"] for r in run.metrics()] == [1, 2]
+    assert all(r["train/batch_size"] == 8 for r in run.metrics())  # 8 completions = 2 prompts x 4 generations
+    import yaml
+
+    cfg = yaml.safe_load((out / "config.yaml").read_text())
+    assert (cfg["rollout"]["prompts_per_step"], cfg["rollout"]["group_size"], cfg["rollout"]["max_new_tokens"]) == (
+        2,
+        4,
+        8,
+    )
+    assert (cfg["algo"]["kl_coef"], cfg["algo"]["eps_high"], cfg["algo"]["loss_agg"]) == (0.04, 0.28, "constant-norm")
+    assert cfg["reward"]["functions"] == ["trl.rewards:accuracy_reward", "trl.rewards:think_format_reward"]
+    assert cfg["train"]["lr"] == 1e-5 and cfg["train"]["report_to"] == []
+    from transformers import AutoModelForCausalLM
+
+    AutoModelForCausalLM.from_pretrained(out / "checkpoints" / "step_2", local_files_only=True)
+
+
+def test_verl_job_through_config_from_verl(tmp_path: Path) -> None:
+    """verl's command-line overrides turned into a grpokit config by `grpokit config from-verl`, then trained."""
+    job = verl_job(tmp_path)
+    overrides = [
+        f"data.train_files={job.files['data']}",
+        f"custom_reward_function.path={job.files['rewards']}",
+        "algorithm.adv_estimator=grpo",
+        "data.train_batch_size=2",
+        "data.max_response_length=8",
+        "actor_rollout_ref.rollout.n=4",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+        "actor_rollout_ref.actor.clip_ratio_high=0.28",
+        "actor_rollout_ref.actor.optim.lr=1e-5",
+        "trainer.total_training_steps=2",
+        "trainer.logger=[console]",
+    ]
+    grpokit_yaml = tmp_path / "from_verl.yaml"
+    base = [sys.executable, "-m", "grpokit.cli"]
+    proc = subprocess.run(
+        [*base, "config", "from-verl", *overrides, "-o", str(grpokit_yaml)], capture_output=True, text=True, env=ENV
+    )
+    assert proc.returncode == 0, proc.stderr
+    text = grpokit_yaml.read_text()
+    assert "eps_high: 0.28  # actor_rollout_ref.actor.clip_ratio_high" in text and "dual_clip_c: 3.0" in text
+    out = tmp_path / "verl-run"
+    cmd = [*base, "train", "--config", str(grpokit_yaml), "--model", "tiny", "--set", "data.eval_size=2"]
+    proc = subprocess.run([*cmd, "--output-dir", str(out)], capture_output=True, text=True, env=ENV, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    steps = Run(proc, out).metrics()
+    assert [r["step"] for r in steps] == [1, 2]
+    assert all(r["reward/compute_score_mean"] == pytest.approx(0.1) for r in steps)
+    assert all(r["train/batch_size"] == 8 for r in steps)
