@@ -1,8 +1,8 @@
 """Run directory writers: config.yaml, run.json, metrics.jsonl, completions.jsonl, TensorBoard events.
 
 `run.json` records what the run actually used and how long it took: the device, the resolved precision, library
-versions, and one `segments` entry per training session (`start`/`end` wall-clock times, first and last step; a
-resumed run adds a segment); `wall_s` is the sum of the segments' durations.
+versions, and one `segments` entry per training session (`start`/`end` wall-clock times, `seconds` measured on a
+monotonic clock, first and last step; a resumed run adds a segment); `wall_s` is the sum of the segments' seconds.
 
 The config travels with every log: `config.yaml` next to `metrics.jsonl`, and inside the TensorBoard events as a
 text summary (`grpokit/config`, YAML; `grpokit doctor` reads it back from a bare `tb/` folder) and as hparams
@@ -53,7 +53,7 @@ class RunLog:
         self.samples_path = run_dir / "completions.jsonl"
         self.alerts_path = run_dir / "alerts.jsonl"
         self.info_path = run_dir / "run.json"
-        self._segment_open = False
+        self._segment_t0: float | None = None
         self.tb = None
         if tensorboard:
             try:
@@ -96,19 +96,19 @@ class RunLog:
         merged = {**self.read_info(), **info}
         merged.setdefault("segments", []).append({"start": time.time(), "end": None, "first_step": step})
         self._write_info(merged)
-        self._segment_open = True
+        self._segment_t0 = time.monotonic()
 
     def end_segment(self, step: int) -> None:
         """Close the open segment at `step` and update the run's total wall time `wall_s`."""
-        if not self._segment_open:
+        if self._segment_t0 is None:
             return
         info = self.read_info()
         segments = info.get("segments") or []
         if segments:
-            segments[-1].update(end=time.time(), last_step=step)
-        info["wall_s"] = sum(s["end"] - s["start"] for s in segments if s.get("end") is not None)
+            segments[-1].update(end=time.time(), seconds=time.monotonic() - self._segment_t0, last_step=step)
+        info["wall_s"] = sum(s.get("seconds") or 0.0 for s in segments)
         self._write_info(info)
-        self._segment_open = False
+        self._segment_t0 = None
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         row = {"step": step, **{k: _clean(v) for k, v in metrics.items()}}
