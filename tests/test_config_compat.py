@@ -301,3 +301,37 @@ def test_grpokit_config_is_not_mistaken_for_a_foreign_one(tmp_path: Path) -> Non
     assert detect(body) is None
     cfg = build_config("grpo", config_file=str(trl_config(tmp_path, body, "g.yaml")))
     assert cfg.train.lr == 1e-5 and cfg.algo.kl_coef == 0.04  # the recipe's values stay
+
+
+# ------------------------------------------------------------------------------------- --output-dir, --version
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "grpokit.cli", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_output_dir_refuses_a_folder_holding_another_run(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("recipe: grpo\n")
+    (run / "metrics.jsonl").write_text('{"step": 1}\n')
+    out = _cli("train", "--model", "tiny", "--steps", "1", "--output-dir", str(run))
+    assert out.returncode == 2, out.stderr
+    assert f"--output-dir {run} already holds a run (config.yaml, metrics.jsonl)" in out.stderr
+    assert f"grpokit train --resume {run}" in out.stderr and "Traceback" not in out.stderr
+    assert (run / "metrics.jsonl").read_text() == '{"step": 1}\n'  # nothing written over
+
+
+def test_output_dir_is_claimed_once(tmp_path: Path) -> None:
+    from grpokit.output_dir import OutputDirError, claim_output_dir
+
+    assert claim_output_dir(tmp_path / "new") == tmp_path / "new"
+    with pytest.raises(OutputDirError, match="claimed by another grpokit run"):
+        claim_output_dir(tmp_path / "new")  # a second run started at the same moment
+
+
+def test_version() -> None:
+    from grpokit import __version__
+
+    out = _cli("--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"grpokit {__version__}"

@@ -10,7 +10,6 @@
             state.json                                            step, data position, coefficients, precision, ...
             optimizer.pt                                          optimizer, scheduler, RNG states, `extra` states
             critic.safetensors, ref_model.safetensors             other modules a resume needs
-            rank_<r>.json                                         per-rank state (`rank_states`), when given
 
 So `AutoModelForCausalLM.from_pretrained("runs/x/checkpoints/step_N")`, `grpokit eval --model ...step_N` and
 vLLM load a checkpoint directly (the trainer state lies in a sub-folder, where a `*.safetensors` glob of the
@@ -92,14 +91,13 @@ def save_checkpoint(
     extra: dict[str, Any] | None = None,
     tokenizer: Any = None,
     save_merged: bool = False,
-    rank_states: dict[int, dict[str, Any]] | None = None,
 ) -> Path:
     """Write checkpoint `step` atomically; returns its directory.
 
     `modules["model"]` is the policy, written as a Hugging Face directory with `tokenizer`; other modules (critic,
     moving reference) go to `trainer_state/<name>.safetensors`. `extra` holds further objects with state dicts
-    (e.g. the critic's optimizer), restored by name. `rank_states` maps a process rank to a JSON-able dict of
-    that rank's own state (e.g. its prompt-stream position), returned by `load_checkpoint(..., rank=r)`."""
+    (e.g. the critic's optimizer), restored by name. Per-rank state (prompt-stream position, RNG) travels in
+    `state` (the trainer gathers it to rank 0 as `state["ranks"]`)."""
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-step_{step}"
@@ -123,8 +121,6 @@ def save_checkpoint(
         },
         sd / "optimizer.pt",
     )
-    for rank, body in (rank_states or {}).items():
-        (sd / f"rank_{rank}.json").write_text(json.dumps(body))
     (sd / "state.json").write_text(json.dumps({"step": step, "format": FORMAT, **state}, indent=1))
     final = root / f"step_{step}"
     if final.exists():
@@ -227,20 +223,16 @@ def load_checkpoint(
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
     extra: dict[str, Any] | None = None,
-    rank: int = 0,
 ) -> dict[str, Any]:
-    """Restore modules, optimizer, scheduler, `extra` state dicts and RNG states from `path`; returns state.json
-    (with this rank's `rank_states` entry under "rank_state" when there is one). Everything is read before
-    anything is restored: an unreadable checkpoint raises CheckpointError and leaves the trainer as it was."""
+    """Restore modules, optimizer, scheduler, `extra` state dicts and RNG states from `path`; returns state.json.
+    Everything is read before anything is restored: an unreadable checkpoint raises CheckpointError and leaves
+    the trainer as it was."""
     state = read_state(path)
     weights = _read_weights(path, modules)
     legacy = not (path / STATE_DIR).is_dir()
     ts_path = path / "trainer_state.pt" if legacy else path / STATE_DIR / "optimizer.pt"
     try:
         ts = torch.load(ts_path, weights_only=False)
-        rank_file = path / STATE_DIR / f"rank_{rank}.json"
-        if rank_file.exists():
-            state["rank_state"] = json.loads(rank_file.read_text())
     except Exception as e:  # a truncated pickle raises EOFError, UnpicklingError, RuntimeError...
         raise CheckpointError(f"{ts_path.relative_to(path.parent)}: {_short(e)}") from e
     missing = [name for name in (extra or {}) if name not in ts.get("extra", {})]
