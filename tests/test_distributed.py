@@ -5,6 +5,7 @@ ranks' prompt streams never overlap."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -76,6 +77,34 @@ def test_torchrun_train_writes_one_log_and_resumes(tmp_path: Path) -> None:
     assert all(r["train/batch_size"] == 16 for r in rows if "time/generate" in r)  # global: 4 prompts x 4
     info = json.loads((out / "run.json").read_text())
     assert info["world_size"] == 2
+
+
+@pytest.mark.skipif(
+    os.environ.get("GRPOKIT_REQUIRE_VLLM") != "1" and importlib.util.find_spec("vllm") is None,
+    reason="vLLM is not installed",
+)
+def test_torchrun_with_a_colocated_vllm_per_rank(tmp_path: Path) -> None:
+    """Each rank starts its own vLLM (external launcher, tensor parallel 1) and trains; rank 0 writes the log."""
+    out = tmp_path / "run"
+    sets = [
+        "rollout.engine=vllm",
+        "rollout.prompts_per_step=2",
+        "rollout.group_size=4",
+        "rollout.max_new_tokens=8",
+        "data.eval_size=2",
+        "train.eval_every=0",
+        "train.steps=1",
+        "algo.dynamic_sampling=false",
+        "reward.functions=[toy_rewards:vowel_frac]",
+    ]
+    args = ["-m", "grpokit", "train", "--recipe", "dapo", "--model", "smollm2-135m-instruct"]
+    p = _torchrun(2, *args, *[x for s in sets for x in ("--set", s)], "--output-dir", str(out))
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    step = [r for r in rows if "time/generate" in r]
+    assert len(step) == 1 and step[0]["train/batch_size"] == 8 and step[0]["mismatch/abs_diff_mean"] < 1e-3
+    info = json.loads((out / "run.json").read_text())
+    assert info["engine"] == "vllm" and info["world_size"] == 2
 
 
 def test_ranks_read_disjoint_prompts() -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,7 +61,8 @@ def shutdown_distributed() -> None:
     """Leave the torchrun job (after the last collective)."""
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
-        dist.destroy_process_group()
+        if "vllm" not in sys.modules:  # a colocated vLLM tears its groups and the default one down at exit itself
+            dist.destroy_process_group()
 
 
 def device_for_rank(device: str, info: DistInfo) -> str:

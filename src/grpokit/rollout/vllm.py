@@ -21,14 +21,17 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ..distributed import DistInfo, barrier, broadcast_object
 from .base import RolloutOutput, SamplingParams, left_pad, register_engine, special_ids
 
 INSTALL_HINT = (
@@ -175,12 +178,15 @@ class VLLMEngine:
         from vllm import LLM
 
         t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="grpokit-vllm-") as d:
-            path = save_for_vllm(model, self.tokenizer, Path(d))
+        info = DistInfo.detect()
+        with _start_dir(info) as d:
+            if info.local_rank == 0:  # one copy per machine, read by every rank of it
+                save_for_vllm(model, self.tokenizer, d)
+            barrier(info)
             kwargs: dict[str, Any] = dict(
-                model=str(path),
+                model=str(d),
                 dtype=_VLLM_DTYPE.get(precision, "auto"),
-                seed=seed,
+                seed=seed + info.rank,
                 max_model_len=max_model_len,
                 enforce_eager=enforce_eager,
                 logprobs_mode="processed_logprobs",
@@ -188,7 +194,10 @@ class VLLMEngine:
             )
             if torch.cuda.is_available():
                 kwargs.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=self.sleep)
+            if info.world > 1:  # under torchrun: each rank's engine joins the launcher's processes (TP 1 per rank)
+                kwargs.update(distributed_executor_backend="external_launcher")
             llm = LLM(**kwargs)
+            barrier(info)  # every rank has read the weights before the directory goes
         self.start_seconds = time.perf_counter() - t0
         return llm
 
@@ -291,6 +300,20 @@ class VLLMEngine:
         ids = list(prompt) + list(completion)
         lps = out.prompt_logprobs[len(prompt) :]
         return torch.tensor([_chosen_logprob(d, t) for d, t in zip(lps, ids[len(prompt) :])])
+
+
+@contextlib.contextmanager
+def _start_dir(info: DistInfo) -> Iterator[Path]:
+    """The directory vLLM starts from: a temporary one; under torchrun its name comes from rank 0, so the ranks of
+    a machine share the copy that machine's local rank 0 writes."""
+    name = broadcast_object(f"grpokit-vllm-{uuid.uuid4().hex[:12]}", info)
+    d = Path(tempfile.gettempdir()) / name
+    d.mkdir(exist_ok=True)
+    try:
+        yield d
+    finally:
+        if info.local_rank == 0:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 _SHARED: list[Any] = []
