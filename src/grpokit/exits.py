@@ -11,12 +11,25 @@
 from __future__ import annotations
 
 import errno
+import os
+import re
 import sys
 
 from .guard import Diverged
 from .interrupts import Interrupted
 
 DISK_ERRORS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+OS_ERROR_IN_TEXT = re.compile(r"\(os error (\d+)\)")  # how Rust writers (safetensors) report an OSError
+
+
+def _disk_error(e: BaseException) -> tuple[str, str] | None:
+    """(what failed, where) when `e` is a full disk / file size limit / quota, else None."""
+    if isinstance(e, OSError) and e.errno in DISK_ERRORS:
+        return e.strerror or "disk full", f" writing {e.filename}" if e.filename else ""
+    m = OS_ERROR_IN_TEXT.search(str(e))
+    if m and int(m.group(1)) in DISK_ERRORS:
+        return os.strerror(int(m.group(1))), f" ({type(e).__name__})"
+    return None
 
 
 def exit_line(e: BaseException) -> int | None:
@@ -30,10 +43,10 @@ def exit_line(e: BaseException) -> int | None:
     if isinstance(e, Diverged):
         print(f"error: {e}", file=sys.stderr)
         return 1
-    if isinstance(e, OSError) and e.errno in DISK_ERRORS:
-        where = f" writing {e.filename}" if e.filename else ""
+    disk = _disk_error(e)
+    if disk is not None:
         print(
-            f"error: {e.strerror or 'disk full'}{where}: free disk space (or pick another train.out), then continue "
+            f"error: {disk[0]}{disk[1]}: free disk space (or pick another train.out), then continue "
             "with grpokit train --resume RUN_DIR; the last complete checkpoint is intact (checkpoints are written "
             "atomically)",
             file=sys.stderr,

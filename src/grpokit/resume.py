@@ -166,6 +166,8 @@ def restore(trainer: Any, diffs: list[str], notes: list[str], display: Any) -> i
     for line in diffs:
         display.message(f"resume: override {line}")
     step = trainer.restore()
+    if step == 0:  # every checkpoint unreadable: starting over would duplicate the logged rows
+        raise ResumeError(f"--resume {trainer.run_dir}: no readable checkpoint; start the run again without --resume")
     apply_runtime_overrides(trainer, diffs)
     replay_monitor(trainer)
     return step
