@@ -11,7 +11,6 @@ flow through (denominators are all-reduced across ranks), so multi-process runs 
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import math
 import time
@@ -21,27 +20,21 @@ from typing import Any
 
 import torch
 
-from . import algos
+from . import algos, run_state
 from . import metric_names as mn
 from .batch import Batch
-from .checkpoint import CheckpointError, load_checkpoint, load_latest, save_checkpoint, save_model_dir
 from .config import Config
 from .critic import CriticOptimizer, build_critic
 from .distributed import (
     DistInfo,
-    all_gather_objects,
-    barrier,
-    broadcast_object,
     global_metrics,
     local_prompt_count,
-    rng_blob,
-    set_rng_blob,
     wrap_ddp,
 )
 from .evaluation import evaluate
 from .kl_placement import make_placement
 from .models import load_model_and_tokenizer
-from .monitor.autopilot import Autopilot, Bounds, truncate_rows_after
+from .monitor.autopilot import Autopilot, Bounds
 from .monitor.detectors import Monitor
 from .phases.advantage import advantage_metrics, prepare, score_pass
 from .phases.filter import STRATEGIES, strategy_name
@@ -354,105 +347,18 @@ class Trainer:
     # ------------------------------------------------------------------------------------- checkpoints
 
     def modules(self) -> dict[str, torch.nn.Module]:
-        mods: dict[str, torch.nn.Module] = {"model": self.model}
-        if self.critic is not None:
-            mods["critic"] = self.critic
-        mods.update(self.reference.checkpoint_modules())
-        return mods
-
-    def _extra_state(self) -> dict[str, Any]:
-        return {"critic_optimizer": self.critic_opt} if self.critic_opt is not None else {}
+        return run_state.modules(self)
 
     def save(self) -> Path:
-        state = {
-            "data_position": self.stream.position,
-            "group_counter": self.group_counter,
-            "kl_coef": self.kl_ctl.value,
-            "entropy_coef": self.ent_coef.value,
-            "precision": self.precision.name,
-        }
-        if self.autopilot is not None:
-            state["autopilot"] = self.autopilot.state_dict()
-        if self.info.world > 1:  # each rank's own prompt position and RNG, written by rank 0
-            state["ranks"] = all_gather_objects(self._rank_state(), self.info)
-            if not self.info.is_main:
-                barrier(self.info)
-                return self.run_dir / "checkpoints" / f"step_{self.step}"
-        path = save_checkpoint(
-            self.run_dir,
-            self.step,
-            modules=self.modules(),
-            optimizer=self.optimizer,
-            scheduler=self.scheduler,
-            state=state,
-            keep=self.cfg.train.keep_checkpoints,
-            extra=self._extra_state(),
-            tokenizer=self.tokenizer,
-            save_merged=self.cfg.train.save_merged,
-        )
-        barrier(self.info)
-        return path
-
-    def _rank_state(self) -> dict[str, Any]:
-        return {
-            "data_position": self.stream.position,
-            "group_counter": self.group_counter,
-            "rng": base64.b64encode(rng_blob()).decode(),
-        }
-
-    def _restore_rank(self, st: dict[str, Any]) -> None:
-        """Under torchrun: this rank's own position and RNG; the world size must be the one that wrote it."""
-        ranks = st.get("ranks") or []
-        if len(ranks) != self.info.world:
-            raise CheckpointError(
-                f"checkpoint step {st['step']} was written by {max(len(ranks), 1)} process(es), this run has "
-                f"{self.info.world}: resume with the same --nproc-per-node"
-            )
-        mine = ranks[self.info.rank]
-        self.stream.position = int(mine["data_position"])
-        self.group_counter = int(mine["group_counter"])
-        set_rng_blob(base64.b64decode(mine["rng"]))
+        """Checkpoint this step (see `grpokit.run_state`)."""
+        return run_state.save(self)
 
     def restore(self, path: Path | None = None) -> int:
-        """Load checkpoint `path`, or the newest readable one (an unreadable newer one is moved aside, said in one
-        line); returns its step, 0 when there is none."""
-        parts = {"modules": self.modules(), "optimizer": self.optimizer, "scheduler": self.scheduler}
-        parts["extra"] = self._extra_state()
-        if path is None and self.info.world > 1:  # rank 0 picks (and moves aside a corrupt one); all load that
-            found = load_latest(self.run_dir, **parts) if self.info.is_main else None
-            path = broadcast_object(found[0] if found else None, self.info)
-            if path is None:
-                return 0
-            st = found[1] if found else load_checkpoint(path, **parts)
-        elif path is not None:
-            st = load_checkpoint(path, **parts)
-        else:
-            found = load_latest(self.run_dir, **parts)
-            if found is None:
-                return 0
-            path, st = found
-        self.step = int(st["step"])
-        self.stream.position = int(st["data_position"])
-        self.group_counter = int(st["group_counter"])
-        self.kl_ctl.value = float(st["kl_coef"])
-        self.ent_coef.value = float(st["entropy_coef"])
-        if self.info.world > 1 or st.get("ranks"):
-            self._restore_rank(st)
-        if self.autopilot is not None and st.get("autopilot"):
-            # the interventions made before the checkpoint stay in force, and count against the budget
-            self.autopilot.load_state_dict(st["autopilot"])
-        self.engine.sync_weights(self.model)
-        if self.log is not None:
-            self.log.truncate_after(self.step)
-            truncate_rows_after(self.run_dir / "interventions.jsonl", self.step)
-        return self.step
+        """Load checkpoint `path`, or the newest readable one; returns its step, 0 when there is none."""
+        return run_state.restore(self, path)
 
     def save_final(self) -> Path:
-        out = self.run_dir / "final"
-        if self.info.is_main:
-            save_model_dir(self.model, self.tokenizer, out, merged=True)  # a LoRA run's final model is merged
-        barrier(self.info)
-        return out
+        return run_state.save_final(self)
 
 
 def _timing_metrics(timings: dict[str, float], total: float, b: Batch) -> dict[str, float]:

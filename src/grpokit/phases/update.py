@@ -247,18 +247,33 @@ def _micro_loss(
             entropy_coef=entropy_coef,
         )
     if lr.critic is not None:
-        with lr.autocast():
-            values = lr.critic.values(
-                mbb.prompt_ids[idx], mbb.prompt_mask[idx], mbb.completion_ids[idx], mbb.raw_mask[idx], hidden
-            )
-        vl, vm = algos.value_loss(
-            values.float(), _sel(mbb.values, idx, dev), _sel(mbb.returns, idx, dev), mask, value_clip=a.value_clip
-        )
-        v_agg = algos.aggregate(vl, mask, a.loss_agg, denominators=dens["main"], l_norm=a.l_norm)
+        v_agg, vm = _value_loss(lr, mbb, idx, hidden, mask, dens)
         loss = loss + v_agg
-        met[mn.CRITIC_VALUE_LOSS] = float(v_agg.detach())
-        met.update({f"critic/{k}": v for k, v in vm.items()})
+        met.update(vm)
     return loss, met
+
+
+def _value_loss(
+    lr: Learner,
+    mbb: Batch,
+    idx: torch.Tensor,
+    hidden: torch.Tensor | None,
+    mask: torch.Tensor,
+    dens: dict[str, Denominators],
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The critic's clipped value loss (spec §11), aggregated like the policy loss over the global denominators."""
+    a, dev = lr.algo, mask.device
+    with lr.autocast():
+        values = lr.critic.values(
+            mbb.prompt_ids[idx], mbb.prompt_mask[idx], mbb.completion_ids[idx], mbb.raw_mask[idx], hidden
+        )
+    vl, vm = algos.value_loss(
+        values.float(), _sel(mbb.values, idx, dev), _sel(mbb.returns, idx, dev), mask, value_clip=a.value_clip
+    )
+    v_agg = algos.aggregate(vl, mask, a.loss_agg, denominators=dens["main"], l_norm=a.l_norm)
+    met = {mn.CRITIC_VALUE_LOSS: float(v_agg.detach())}
+    met.update({f"{mn.CRITIC_PREFIX}{k}": v for k, v in vm.items()})
+    return v_agg, met
 
 
 def _sel(x: torch.Tensor | None, idx: torch.Tensor, dev: Any) -> torch.Tensor | None:

@@ -1,0 +1,123 @@
+"""A run's checkpoints: what is saved (modules, optimizers, controller values, data position, autopilot state, and
+under torchrun each rank's prompt position and RNG), how it is restored (the newest readable checkpoint, chosen by
+rank 0 and loaded by every rank), and the final model. Functions of a `Trainer`."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .checkpoint import CheckpointError, load_checkpoint, load_latest, save_checkpoint, save_model_dir
+from .distributed import all_gather_objects, barrier, broadcast_object, rng_blob, set_rng_blob
+from .monitor.autopilot import truncate_rows_after
+
+
+def modules(t: Any) -> dict[str, torch.nn.Module]:
+    mods: dict[str, torch.nn.Module] = {"model": t.model}
+    if t.critic is not None:
+        mods["critic"] = t.critic
+    mods.update(t.reference.checkpoint_modules())
+    return mods
+
+
+def extra_state(t: Any) -> dict[str, Any]:
+    return {"critic_optimizer": t.critic_opt} if t.critic_opt is not None else {}
+
+
+def save(t: Any) -> Path:
+    state = {
+        "data_position": t.stream.position,
+        "group_counter": t.group_counter,
+        "kl_coef": t.kl_ctl.value,
+        "entropy_coef": t.ent_coef.value,
+        "precision": t.precision.name,
+    }
+    if t.autopilot is not None:
+        state["autopilot"] = t.autopilot.state_dict()
+    if t.info.world > 1:  # each rank's own prompt position and RNG, written by rank 0
+        state["ranks"] = all_gather_objects(rank_state(t), t.info)
+        if not t.info.is_main:
+            barrier(t.info)
+            return t.run_dir / "checkpoints" / f"step_{t.step}"
+    path = save_checkpoint(
+        t.run_dir,
+        t.step,
+        modules=modules(t),
+        optimizer=t.optimizer,
+        scheduler=t.scheduler,
+        state=state,
+        keep=t.cfg.train.keep_checkpoints,
+        extra=extra_state(t),
+        tokenizer=t.tokenizer,
+        save_merged=t.cfg.train.save_merged,
+    )
+    barrier(t.info)
+    return path
+
+
+def rank_state(t: Any) -> dict[str, Any]:
+    return {
+        "data_position": t.stream.position,
+        "group_counter": t.group_counter,
+        "rng": base64.b64encode(rng_blob()).decode(),
+    }
+
+
+def restore_rank(t: Any, st: dict[str, Any]) -> None:
+    """Under torchrun: this rank's own position and RNG; the world size must be the one that wrote it."""
+    ranks = st.get("ranks") or []
+    if len(ranks) != t.info.world:
+        raise CheckpointError(
+            f"checkpoint step {st['step']} was written by {max(len(ranks), 1)} process(es), this run has "
+            f"{t.info.world}: resume with the same --nproc-per-node"
+        )
+    mine = ranks[t.info.rank]
+    t.stream.position = int(mine["data_position"])
+    t.group_counter = int(mine["group_counter"])
+    set_rng_blob(base64.b64decode(mine["rng"]))
+
+
+def restore(t: Any, path: Path | None = None) -> int:
+    """Load checkpoint `path`, or the newest readable one (an unreadable newer one is moved aside, said in one
+    line); returns its step, 0 when there is none."""
+    parts = {"modules": modules(t), "optimizer": t.optimizer, "scheduler": t.scheduler}
+    parts["extra"] = extra_state(t)
+    if path is None and t.info.world > 1:  # rank 0 picks (and moves aside a corrupt one); all load that
+        found = load_latest(t.run_dir, **parts) if t.info.is_main else None
+        path = broadcast_object(found[0] if found else None, t.info)
+        if path is None:
+            return 0
+        st = found[1] if found else load_checkpoint(path, **parts)
+    elif path is not None:
+        st = load_checkpoint(path, **parts)
+    else:
+        found = load_latest(t.run_dir, **parts)
+        if found is None:
+            return 0
+        path, st = found
+    t.step = int(st["step"])
+    t.stream.position = int(st["data_position"])
+    t.group_counter = int(st["group_counter"])
+    t.kl_ctl.value = float(st["kl_coef"])
+    t.ent_coef.value = float(st["entropy_coef"])
+    if t.info.world > 1 or st.get("ranks"):
+        restore_rank(t, st)
+    if t.autopilot is not None and st.get("autopilot"):
+        # the interventions made before the checkpoint stay in force, and count against the budget
+        t.autopilot.load_state_dict(st["autopilot"])
+    t.engine.sync_weights(t.model)
+    if t.log is not None:
+        t.log.truncate_after(t.step)
+        truncate_rows_after(t.run_dir / "interventions.jsonl", t.step)
+    return t.step
+
+
+def save_final(t: Any) -> Path:
+    out = t.run_dir / "final"
+    if t.info.is_main:
+        save_model_dir(t.model, t.tokenizer, out, merged=True)  # a LoRA run's final model is merged
+    barrier(t.info)
+    return out
