@@ -84,3 +84,19 @@ def test_generation_stops_when_every_row_has_ended() -> None:
     pad = eng.pad_id
     after_end = ~out.completion_mask.bool()
     assert bool((out.completion_ids[after_end] == pad).all()) and float(out.sampler_logp[after_end].abs().sum()) == 0
+
+
+def test_min_new_tokens_holds_eos_back_on_both_hf_engines() -> None:
+    """rollout.min_new_tokens (TRL's min_new_tokens): no row ends before it, EOS allowed from then on."""
+    model, tok = load_model_and_tokenizer("tiny")
+    for name in ("hf", "hf-generate"):
+        eng = make_engine(name, model=model, tokenizer=tok)
+        params = SamplingParams(n=2, max_new_tokens=6, temperature=1e-3)
+        first = int(eng.generate(_prompts(tok)[:1], params).completion_ids[0, 0])
+        eng.eos_ids = [first]  # the near-greedy first token now ends a row at once ...
+        if hasattr(eng.model, "generation_config"):
+            eng.model.generation_config.eos_token_id = [first]
+        out = eng.generate(_prompts(tok)[:1], SamplingParams(n=2, max_new_tokens=6, temperature=1e-3, min_new_tokens=3))
+        lengths = out.completion_mask.sum(1)
+        assert int(lengths.min()) >= 3, (name, lengths.tolist())  # ... but not before 3 tokens
+        assert int(lengths.max()) <= 6
