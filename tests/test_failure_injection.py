@@ -196,13 +196,15 @@ def test_hot_sampler_fires_sampler_learner_mismatch(tmp_path: Path) -> None:
 
 def test_absurd_learning_rate_fires_numerical(tmp_path: Path) -> None:
     """lr=1e8: the first update makes the weights ~1e8 and the next backward overflows — a non-finite gradient,
-    skipped by the trainer and reported critical. (lr=10, the next case, does not get that far.)"""
-    run = train(tmp_path, 3, ["train.lr=1e8"])
+    skipped by the trainer and reported critical. (lr=10, the next case, does not get that far.) The divergence
+    guard would stop this run at step 1 (weights 1e8x their start): `train.on_divergence=continue` lets it go on."""
+    run = train(tmp_path, 3, ["train.lr=1e8", "train.on_divergence=continue"])
     a = run.alert("numerical")
     assert (a["step"], a["severity"], a["evidence"]) == (2, "critical", {"nonfinite_grad": 1})
     assert "lower the learning rate" in a["fix"]
     assert run.series("train/nonfinite_grad") == [0.0, 1.0, 1.0]
-    assert run.fired() <= {"numerical", "truncation"}
+    assert run.fired() <= {"numerical", "truncation", "divergence"}
+    assert run.alert("divergence")["fired_at"] == 1 and "train.lr=1e+08" in run.alert("divergence")["fix"]
 
 
 def test_learning_rate_ten_saturates_the_policy_and_is_caught(tmp_path: Path) -> None:
