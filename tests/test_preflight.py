@@ -100,3 +100,59 @@ def test_preflight_cli(tmp_path: Path) -> None:
     report = json.loads(out.stdout)
     assert report["config"]["group_size"] == 4 and report["config"]["prompts"] == 2
     assert (tmp_path / "pf" / "preflight.json").exists() and (tmp_path / "pf" / "filtered.jsonl").exists()
+
+
+# ------------------------------------------------------------------------------ issue 14: honest and talking
+
+
+def test_length_advice_follows_the_correct_answers_lengths() -> None:
+    lengths = torch.tensor([5, 6, 7, 30, 32, 32])
+    truncated = torch.tensor([False, False, False, False, True, True])
+    correct = torch.tensor([True, True, True, False, False, False])
+    rec = recommend_length(lengths, truncated, 32, correct)
+    # p99 of (5, 6, 7) = 6.98 x 1.25 = 8.7 -> 16; the rambling wrong answers (truncated 33%) do not double it
+    assert rec["recommended_max_new_tokens"] == 16 and rec["correct_n"] == 3
+    assert rec["correct_p50"] == 6.0 and "correct answers" in rec["note"]
+    none_right = recommend_length(lengths, truncated, 32, torch.zeros(6, dtype=torch.bool))
+    assert none_right["recommended_max_new_tokens"] == 64 and none_right["correct_n"] == 0
+
+
+def test_a_busy_machine_is_recorded_and_said() -> None:
+    """A process that waits instead of computing gets almost none of its threads: the estimate says so."""
+    import time
+
+    from grpokit.preflight.cost import MachineClock
+
+    class Session:
+        device, cfg = "cpu", build_config("grpo", overrides=["model.name=tiny"])
+        precision = type("P", (), {"name": "fp32"})()
+
+    clock = MachineClock()
+    time.sleep(0.3)
+    machine = clock.summary(Session())
+    assert machine["cpu_share"] < 0.2 and machine["busy"] is True
+    assert "the machine was busy" in machine["note"] and "--set model.precision=fp32" in machine["note"]
+
+
+def test_preflight_talks_times_training_rounds_and_prints_the_train_command(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "grpokit.cli", "preflight", "--model", "tiny", "--data", "add1", "--prompts", "5",
+         "--out", str(tmp_path / "pf"), *sum((["--set", o] for o in TINY), [])],
+        capture_output=True, text=True, env=ENV, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    # progress on stderr: one line per training-shaped round of rollout.prompts_per_step=2 prompts
+    rounds = [ln for ln in out.stderr.splitlines() if ln.startswith("preflight: sampling:")]
+    assert [ln.split()[2] for ln in rounds] == ["2/5", "4/5", "5/5"]
+    report = json.loads((tmp_path / "pf" / "preflight.json").read_text())
+    cost = report["cost"]
+    assert cost["machine"]["precision"] == "fp32" and cost["machine"]["device"] == "cpu"
+    assert cost["machine"]["torch_threads"] >= 1 and cost["measured"]["generation_rounds"] == 3
+    assert cost["seconds"]["optimizer"] > 0 and cost["measured"]["fwd_bwd_micro_batch"] == 8
+    assert len(report["pass_rates"]["per_prompt"]) == 5
+    assert "fp32, " in out.stdout and "measured in fp32" in out.stdout
+    filtered = tmp_path / "pf" / "filtered.jsonl"
+    if report["filtered"]["kept"]:
+        assert f"--task {filtered}" in out.stdout and "reward.functions=[exact_numeric]" in out.stdout
+    else:
+        assert "nothing to train on from filtered.jsonl" in out.stdout

@@ -13,6 +13,11 @@ from .measure import run_preflight
 from .render import render
 
 
+def _progress(line: str) -> None:
+    """Progress lines go to stderr, so `--json` output stays one JSON document on stdout."""
+    print(f"preflight: {line}", file=sys.stderr, flush=True)
+
+
 def cmd_preflight(args: argparse.Namespace) -> int:
     from ..config import build_config
 
@@ -24,7 +29,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     cfg = build_config(args.recipe, overrides, **{"model.name": args.model, "data.task": args.data})
     out = Path(args.out or f"runs/preflight-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
-        report = run_preflight(cfg, args.prompts, out)
+        report = run_preflight(cfg, args.prompts, out, progress=_progress)
     except (ValueError, FileNotFoundError) as e:  # unknown task, missing file, bad reward spec
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -70,26 +70,49 @@ def entropy_verdict(mean_nats: float, vocab_size: int) -> tuple[str, str]:
     return "healthy: enough entropy to explore", "no change needed"
 
 
-def recommend_length(lengths: torch.Tensor, truncated: torch.Tensor, max_new_tokens: int) -> dict[str, Any]:
-    """Recommended max_new_tokens (p99 of untruncated lengths x 1.25, rounded up to 8) and overlong cache."""
-    done = lengths[~truncated].double()
+def recommend_length(
+    lengths: torch.Tensor, truncated: torch.Tensor, max_new_tokens: int, correct: torch.Tensor | None = None
+) -> dict[str, Any]:
+    """Recommended max_new_tokens and overlong cache.
+
+    With correct completions (`correct`, a bool mask): p99 of the correct answers' lengths x 1.25, rounded up to a
+    multiple of 8 -- the room a right answer needs; wrong answers that ramble into the limit do not raise it.
+    Without any: p99 of the untruncated lengths x 1.25, and double the current limit when more than 5% were
+    truncated (the untruncated lengths then under-estimate the need).
+    """
     trunc_rate = float(truncated.double().mean()) if truncated.numel() else math.nan
+    right = lengths[correct.bool()].double() if correct is not None else torch.zeros(0)
+    stats: dict[str, Any] = {"correct_n": int(right.numel())}
+    if right.numel():
+        p99 = float(torch.quantile(right, 0.99))
+        rec = max(8, int(math.ceil(p99 * LENGTH_MARGIN / 8) * 8))
+        stats.update(correct_p50=float(torch.quantile(right, 0.5)), correct_p99=p99)
+        note = f"p99 of the {right.numel()} correct answers' lengths x {LENGTH_MARGIN}, rounded up to a multiple of 8"
+        if trunc_rate > 0.05:
+            note += f" ({trunc_rate:.0%} truncated: wrong answers that run to the limit do not raise it)"
+        return _length_advice(rec, note, trunc_rate, stats)
+    done = lengths[~truncated].double()
     if done.numel() == 0:
         rec = 2 * max_new_tokens
         note = "every completion was truncated: the limit is far too short; re-run preflight with a larger one"
     else:
         p99 = float(torch.quantile(done, 0.99))
         rec = max(8, int(math.ceil(p99 * LENGTH_MARGIN / 8) * 8))
-        note = "p99 of untruncated lengths x 1.25, rounded up to a multiple of 8"
+        note = "no correct answer to measure: p99 of untruncated lengths x 1.25, rounded up to a multiple of 8"
         if trunc_rate > 0.05:
             rec = max(rec, 2 * max_new_tokens)
             note = (
-                f"{trunc_rate:.0%} truncated: untruncated lengths under-estimate the need; "
+                f"no correct answer and {trunc_rate:.0%} truncated: untruncated lengths under-estimate the need; "
                 "doubled the current limit (re-run preflight with it to confirm)"
             )
+    return _length_advice(rec, note, trunc_rate, stats)
+
+
+def _length_advice(rec: int, note: str, trunc_rate: float, stats: dict[str, Any]) -> dict[str, Any]:
     return {
         "recommended_max_new_tokens": rec,
         "recommended_overlong_cache": max(1, round(CACHE_FRACTION * rec)),
         "note": note,
         "truncation_rate": trunc_rate,
+        **stats,
     }

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from ..phases.scoring import completion_id_lists
+from .cost import MachineClock, step_cost, time_update
 from .estimates import (
     GROUP_SIZES,
     LOW_ENTROPY_NATS,
@@ -26,6 +27,7 @@ from .estimates import (
     recommend_length,
     zero_variance,
 )
+from .sampling import Progress, sample_in_rounds
 
 
 def _sample_indices(n_total: int, n_prompts: int, seed: int) -> list[int]:
@@ -56,76 +58,16 @@ def _entropy_pass(session: Any, out: Any) -> tuple[torch.Tensor, float]:
     return torch.cat(ents) if ents else torch.zeros(0), time.perf_counter() - t0
 
 
-def _fwd_bwd(session: Any, out: Any, idx: torch.Tensor) -> float:
-    from ..learner import completion_forward
-
-    t0 = time.perf_counter()
-    with session.autocast():
-        logp, _, _ = completion_forward(
-            session.model,
-            out.prompt_ids[idx],
-            out.prompt_mask[idx],
-            out.completion_ids[idx],
-            out.completion_mask[idx],
-            temperature=session.cfg.rollout.temperature,
-        )
-    mask = out.completion_mask[idx].to(logp.device).float()
-    loss = -(logp.float() * mask).sum() / mask.sum().clamp(min=1)
-    loss.backward()
-    seconds = time.perf_counter() - t0
-    session.model.zero_grad(set_to_none=True)
-    return seconds
-
-
-def _time_fwd_bwd(session: Any, out: Any) -> tuple[float, int]:
-    """Seconds of one forward+backward of a training-shaped micro-batch (no optimizer step), and its size.
-
-    The micro-batch is the first `train.micro_batch_size` samples (whole groups, as in training), timed after a
-    2-sample warm-up (the first backward pays one-off allocation costs).
-    """
-    n = min(session.cfg.train.micro_batch_size, out.completion_ids.shape[0])
-    session.model.train()
-    _fwd_bwd(session, out, torch.arange(min(2, n)))
-    return _fwd_bwd(session, out, torch.arange(n)), n
-
-
-def _step_cost(cfg: Any, t: dict[str, float], n_sampled: int, zv: float, fb_n: int) -> dict[str, Any]:
-    a, r, tr = cfg.algo, cfg.rollout, cfg.train
-    n_step = r.prompts_per_step * r.group_size
-    gen = t["generate"] / n_sampled * n_step
-    rounds = 1.0
-    if a.dynamic_sampling and math.isfinite(zv):  # refill rounds to replace zero-variance groups
-        rounds = min(float(a.max_gen_rounds), 1.0 / max(1e-9, 1.0 - zv))
-    on_policy = tr.epochs == 1 and tr.mini_batches == 1
-    need_old = (
-        (not on_policy)
-        or a.top_entropy_rho is not None
-        or a.uses_critic
-        or (a.kl_placement != "loss" and a.kl_coef > 0)
-    )
-    passes = int(need_old) + int(a.needs_reference)
-    parts = {
-        "generate": gen * rounds,
-        "score": t["score"] / n_sampled * n_step * rounds,
-        "logprob_passes": passes * t["forward"] / n_sampled * n_step,
-        "update": t["fwd_bwd"] / fb_n * n_step * tr.epochs,
-    }
-    return {
-        "samples_per_step": n_step,
-        "expected_generation_rounds": rounds,
-        "forward_only_passes": passes,
-        "seconds": parts,
-        "seconds_per_step": sum(parts.values()),
-    }
-
-
-def run_preflight(cfg: Any, n_prompts: int = 32, out_dir: str | Path | None = None) -> dict[str, Any]:
-    """Sample, score and time the starting model; returns the report (also written to out_dir if given)."""
+def run_preflight(
+    cfg: Any, n_prompts: int = 32, out_dir: str | Path | None = None, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Sample, score and time the starting model; returns the report (also written to out_dir if given).
+    `progress` receives a line after each sampling round and measurement phase."""
     from ..session import open_session
 
     session = open_session(cfg)
     try:
-        report = _measure(session, n_prompts)
+        report = _measure(session, n_prompts, progress)
     finally:
         session.close()
     if out_dir is not None:
@@ -133,11 +75,11 @@ def run_preflight(cfg: Any, n_prompts: int = 32, out_dir: str | Path | None = No
     return report
 
 
-def _sample_and_score(session: Any, idx: list[int], examples: list[Any], timings: dict[str, float]) -> tuple[Any, Any]:
-    """Generate G completions for each sampled prompt and score them, timing both."""
-    t0 = time.perf_counter()
-    out = session.engine.generate([session.data.train_tokens[i] for i in idx], session.sampling_params())
-    timings["generate"] = time.perf_counter() - t0
+def _sample_and_score(
+    session: Any, idx: list[int], examples: list[Any], timings: dict[str, Any], progress: Progress | None
+) -> tuple[Any, Any]:
+    """Generate G completions for each sampled prompt in training-shaped rounds and score them, timing both."""
+    out, timings["rounds"] = sample_in_rounds(session, idx, progress)
     t0 = time.perf_counter()
     res = session.rewards.score(
         out.texts, [examples[int(i)] for i in out.prompt_index], completion_ids=completion_id_lists(out)
@@ -158,18 +100,23 @@ def _pass_rates(res: Any, n: int, g: int) -> tuple[list[float], float]:
     return solved.mean(1).tolist(), observed_zv
 
 
-def _measure(session: Any, n_prompts: int) -> dict[str, Any]:
+def _measure(session: Any, n_prompts: int, progress: Progress | None = None) -> dict[str, Any]:
     cfg = session.cfg
     g = cfg.rollout.group_size
+    say = progress or (lambda _line: None)
+    clock = MachineClock()
     idx = _sample_indices(len(session.data.train), n_prompts, cfg.train.seed)
     examples = [session.data.train[i] for i in idx]
-    timings: dict[str, float] = {}
-    out, res = _sample_and_score(session, idx, examples, timings)
+    timings: dict[str, Any] = {}
+    out, res = _sample_and_score(session, idx, examples, timings, progress)
     n = len(examples)
     pass_rates, observed_zv = _pass_rates(res, n, g)
     table = {s: zero_variance(pass_rates, s) for s in sorted(set(GROUP_SIZES) | {g})}
+    say(f"scored {len(out.texts)} completions in {timings['score']:.1f} s; token entropies (no-grad forward)")
     ents, timings["forward"] = _entropy_pass(session, out)
-    timings["fwd_bwd"], fb_n = _time_fwd_bwd(session, out)
+    say("timing a training-shaped forward+backward and an optimizer step")
+    timings.update(time_update(session, out))
+    correct = torch.tensor(res.accuracy, dtype=torch.float64).nan_to_num(0.0) >= 0.5
     vocab = int(getattr(session.model.config, "vocab_size", 0) or len(session.tokenizer))
     return {
         "config": _config_section(session, n),
@@ -182,20 +129,31 @@ def _measure(session: Any, n_prompts: int) -> dict[str, Any]:
         },
         "filtered": _filtered_section(examples, pass_rates, len(session.data.train)),
         "entropy": _entropy_section(ents, vocab),
-        "length": _length_section(out, cfg.rollout.max_new_tokens),
+        "length": _length_section(out, cfg.rollout.max_new_tokens, correct),
         "cost": {
             "measured": {
-                "generate_s": timings["generate"],
+                "generate_s": sum(timings["rounds"]),
+                "generation_rounds": len(timings["rounds"]),
+                "round_s": timings["rounds"],
                 "generated_samples": len(out.texts),
                 "gen_tokens": int(out.gen_tokens),
                 "score_s": timings["score"],
                 "forward_s": timings["forward"],
                 "fwd_bwd_s": timings["fwd_bwd"],
-                "fwd_bwd_micro_batch": fb_n,
+                "fwd_bwd_micro_batch": int(timings["fwd_bwd_n"]),
+                "optimizer_s": timings["optimizer"],
             },
-            **_step_cost(cfg, timings, len(out.texts), table[g]["zero_variance"], fb_n),
+            "machine": clock.summary(session),
+            **step_cost(cfg, timings, len(out.texts), table[g]["zero_variance"]),
         },
+        "train_command": {"reward": _reward_name(session), "precision": session.precision.name},
     }
+
+
+def _reward_name(session: Any) -> str:
+    """The reward functions preflight scored with, as `reward.functions` takes them."""
+    funcs = [str(f) for f in session.cfg.reward.functions] or [str(session.data.default_reward)]
+    return "[" + ",".join(funcs) + "]"
 
 
 def _config_section(session: Any, n: int) -> dict[str, Any]:
@@ -261,14 +219,14 @@ def _entropy_section(ents: torch.Tensor, vocab: int) -> dict[str, Any]:
     }
 
 
-def _length_section(out: Any, max_new_tokens: int) -> dict[str, Any]:
+def _length_section(out: Any, max_new_tokens: int, correct: torch.Tensor) -> dict[str, Any]:
     lengths, truncated = out.lengths, out.truncated.bool()
     return {
         "mean": float(lengths.double().mean()),
         **percentiles(lengths),
         "max": int(lengths.max()) if lengths.numel() else 0,
         "eos_rate": float(out.eos.double().mean()),
-        **recommend_length(lengths, truncated, max_new_tokens),
+        **recommend_length(lengths, truncated, max_new_tokens, correct),
     }
 
 

@@ -54,6 +54,11 @@ def _filter_entropy_length_lines(
         "",
         f"length: mean {ln['mean']:.1f} tokens (p50 {ln['p50']:.0f}, p90 {ln['p90']:.0f}, p99 {ln['p99']:.0f}, "
         f"max {ln['max']}); truncated at {c['max_new_tokens']}: {ln['truncation_rate']:.1%}",
+        (
+            f"  correct answers: {ln['correct_n']}, length p50 {ln['correct_p50']:.0f}, p99 {ln['correct_p99']:.0f}"
+            if ln.get("correct_n")
+            else "  correct answers: none sampled"
+        ),
         f"  recommended: --set rollout.max_new_tokens={ln['recommended_max_new_tokens']} "
         f"--set algo.overlong_cache={ln['recommended_overlong_cache']} ({ln['note']})",
         "",
@@ -61,19 +66,35 @@ def _filter_entropy_length_lines(
 
 
 def _cost_lines(c: dict[str, Any], co: dict[str, Any]) -> list[str]:
-    m, s = co["measured"], co["seconds"]
+    m, s, mc = co["measured"], co["seconds"], co["machine"]
+    rounds = co["expected_generation_rounds"]
     return [
-        f"cost on {c['device']} ({c['precision']}): generation {m['generate_s']:.1f} s for {m['generated_samples']} "
-        f"samples; fwd+bwd {m['fwd_bwd_s']:.2f} s for a micro-batch of {m['fwd_bwd_micro_batch']}",
+        f"cost on {mc['device']} ({mc['precision']}, {mc['torch_threads']} threads): generation "
+        f"{m['generate_s']:.1f} s for {m['generated_samples']} samples in {m['generation_rounds']} rounds of "
+        f"{c['prompts_per_step']} prompts; fwd+bwd {m['fwd_bwd_s']:.2f} s for a micro-batch of "
+        f"{m['fwd_bwd_micro_batch']}; optimizer step {m['optimizer_s']:.2f} s",
         f"  estimated {co['seconds_per_step']:.1f} s per step ({c['prompts_per_step']} prompts x G={c['group_size']} = "
         f"{co['samples_per_step']} samples): generate {s['generate']:.1f}, score {s['score']:.2f}, "
-        f"log-prob passes {s['logprob_passes']:.1f}, update {s['update']:.1f}"
-        + (
-            f" (dynamic sampling: ~{co['expected_generation_rounds']:.1f} generation rounds)"
-            if co["expected_generation_rounds"] > 1
-            else ""
-        ),
+        f"log-prob passes {s['logprob_passes']:.1f}, update {s['update']:.1f}, optimizer {s['optimizer']:.1f}"
+        + (f" (dynamic sampling: ~{rounds:.1f} generation rounds)" if rounds > 1 else ""),
+        f"  {mc['note']}",
     ]
+
+
+def train_command(report: dict[str, Any]) -> str | None:
+    """The command that trains on the difficulty-filtered prompts with the recommended settings."""
+    path = report["filtered"].get("path")
+    if not path or not report["filtered"]["kept"]:
+        return None
+    c, tc = report["config"], report["train_command"]
+    g = report["zero_variance"]["recommended_group_size"] or c["group_size"]
+    ln = report["length"]
+    return (
+        f"grpokit train --recipe {c['recipe']} --model {c['model']} --task {path} "
+        f"--set rollout.group_size={g} --set rollout.max_new_tokens={ln['recommended_max_new_tokens']} "
+        f"--set algo.overlong_cache={ln['recommended_overlong_cache']} --set 'reward.functions={tc['reward']}' "
+        f"--set model.precision={tc['precision']}"
+    )
 
 
 def render(report: dict[str, Any]) -> str:
@@ -86,4 +107,10 @@ def render(report: dict[str, Any]) -> str:
     lines += _cost_lines(c, report["cost"])
     if "files" in report:
         lines.append(f"\nreport: {report['files']['report']}")
+    command = train_command(report)
+    lines.append(
+        f"\ntrain on the filtered prompts ({report['filtered']['kept']} kept):\n  {command}"
+        if command
+        else "\nno prompt kept by the difficulty filter: nothing to train on from filtered.jsonl"
+    )
     return "\n".join(lines)
