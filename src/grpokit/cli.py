@@ -89,15 +89,32 @@ def _new_run_dir(cfg: Any, name: str | None) -> Path:
     return claim_run_dir(run)  # atomic: two runs started at once never share a directory
 
 
+def _rank0_run_dir(cfg: Any, name: str | None) -> Path:
+    """Under torchrun every rank joins the job here and takes rank 0's run directory (names carry a timestamp)."""
+    from .distributed import broadcast_object, init_distributed
+    from .session import pick_device
+
+    info = init_distributed(pick_device(cfg.model.device))
+    return broadcast_object(_new_run_dir(cfg, name) if info.is_main else None, info)
+
+
+class _Silent:
+    """The display of ranks other than 0: rank 0 alone prints progress, alerts and summaries."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *a, **k: None
+
+
 def _run_training(
     cfg: Any, run_dir: Path, resume: bool, eval_samples: int, resumed: tuple[list[str], list[str]] = ([], [])
 ) -> dict[str, Any]:
     from .console import Display
+    from .distributed import DistInfo
     from .interrupts import handle_signals
     from .loop import fit
     from .trainer import Trainer
 
-    display = Display(cfg.train.steps)
+    display = Display(cfg.train.steps) if DistInfo.detect().is_main else _Silent()
     display.message(f"grpokit: recipe {cfg.recipe}, task {cfg.data.task}, model {cfg.model.name}, run {run_dir}")
     for warning in cfg.warnings:
         display.message(f"warning: {warning}")
@@ -123,6 +140,8 @@ def _run_training(
             summary = fit(trainer, display, eval_before=not resume, eval_samples=eval_samples)
     finally:
         display.close()
+    if isinstance(display, _Silent):
+        return summary
     before = summary.get("eval_before", {}).get("eval/accuracy")
     after = summary.get("eval_after", {}).get("eval/accuracy")
     if before is not None:
@@ -135,6 +154,8 @@ def _run_training(
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from .distributed import shutdown_distributed
+
     if args.resume is True:  # bare --resume: the --output-dir run, as TRL's resume_from_checkpoint=True
         if not args.output_dir:
             print("error: --resume without RUN_DIR needs --output-dir DIR (or pass --resume RUN_DIR)", file=sys.stderr)
@@ -149,10 +170,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         cfg, diffs = resume_config(run_dir, args.set, flags)  # safe --set honoured (a diff), others refused
         require_checkpoint(run_dir)
         _run_training(cfg, run_dir, resume=True, eval_samples=args.eval_samples, resumed=(diffs, repair_logs(run_dir)))
+        shutdown_distributed()
         return 0
     cfg = _config_from_args(args)
-    run_dir = _new_run_dir(cfg, args.name)
+    run_dir = _rank0_run_dir(cfg, args.name)
     _run_training(cfg, run_dir, resume=False, eval_samples=args.eval_samples)
+    shutdown_distributed()
     return 0
 
 

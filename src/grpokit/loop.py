@@ -125,13 +125,20 @@ def run_info(trainer: Trainer) -> dict[str, Any]:
     from . import __version__
 
     n_params = sum(p.numel() for p in trainer.model.parameters())
+    versions = {"grpokit": __version__, "torch": torch.__version__, "transformers": transformers.__version__}
+    if trainer.cfg.rollout.engine == "vllm":
+        import vllm
+
+        versions["vllm"] = vllm.__version__
     return {
         "model": trainer.cfg.model.name,
+        "engine": trainer.cfg.rollout.engine,
+        "world_size": trainer.info.world,
         "device": str(trainer.device),
         "precision": trainer.precision.name,
         "parameters": n_params,
         "torch_threads": torch.get_num_threads(),
-        "versions": {"grpokit": __version__, "torch": torch.__version__, "transformers": transformers.__version__},
+        "versions": versions,
     }
 
 
