@@ -70,7 +70,7 @@ class Translation:
         for foreign, targets in self.mapped.items():
             for t in targets:
                 origin.setdefault(t, []).append(foreign)
-        head = [f"# grpokit config written from the {self.source} config {self.path}"]
+        head = [f"# grpokit config written from the {self.source} file {self.path}"]
         if self.recipe:
             head.append(f"# closest recipe: {self.recipe} (grpokit train --recipe {self.recipe} --config THIS_FILE)")
         for title, items in (("not supported", self.unsupported), ("ignored", self.ignored)):
