@@ -1,7 +1,7 @@
 """`train.report_to`: a real tiny-model run logs to TensorBoard, W&B (offline) and MLflow (file store in the run
 directory), a real alert reaches each of them as text, a resumed run continues the same tracker runs, and a
-tracker whose library is missing is one error naming the pip install. (trackio is not installed here: it pins
-pillow below the version in this environment; its missing-library error is tested.)"""
+tracker whose library is missing is one error naming the pip install. trackio writes its local SQLite store
+in the run directory (`make setup` installs the `trackers` extra, so all three run in `make test`)."""
 
 from __future__ import annotations
 
@@ -126,3 +126,31 @@ def test_missing_tracker_on_the_command_line(tmp_path: Path) -> None:
     assert out.returncode == 2, out.stderr
     assert "pip install 'grpokit[trackers]' (or pip install trackio)" in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_trackio_gets_config_metrics_and_alerts_in_its_local_store(tmp_path: Path, monkeypatch) -> None:
+    """trackio writes a SQLite store in <run>/trackio (TRACKIO_DIR is read when trackio is imported, so this runs
+    in a fresh process); the alert arrives as a trackio alert with its level and step."""
+    pytest.importorskip("trackio")
+    import sqlite3
+
+    script = (
+        "import sys; sys.path.insert(0, {!r})\n"
+        "from pathlib import Path\n"
+        "from grpokit.config import build_config\n"
+        "from grpokit.trainer import Trainer, fit\n"
+        "cfg = build_config('grpo', overrides={!r})\n"
+        "fit(Trainer(cfg, Path({!r})), None, eval_before=False)\n"
+    ).format(str(Path(__file__).parent), FAST + ["train.steps=3", "train.report_to=[trackio]"], str(tmp_path))
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TRACKIO_DIR"}
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    db = sqlite3.connect(tmp_path / "trackio" / "grpokit.db")
+    steps = sorted(r[0] for r in db.execute("select step from metrics"))
+    assert steps[-1] == 3 and set(steps) >= {1, 2, 3}
+    row = json.loads(db.execute("select metrics from metrics where step = 3").fetchone()[0])
+    assert row["reward/mean"] == 0.0
+    ((title, text, level, step),) = db.execute("select title, text, level, step from alerts").fetchall()
+    assert title == "grpokit: advantage_collapse" and step == 3 and level in ("warning", "warn", "error")
+    assert "advantage_collapse at step 3" in text and "fix:" in text
+    assert db.execute("select count(*) from configs").fetchone()[0] == 1

@@ -21,6 +21,7 @@ import hashlib
 import importlib
 import math
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,13 @@ def _mlflow_key(key: str) -> str:
 
 @register_tracker("trackio")
 class TrackioTracker(Tracker):
+    """trackio's local store (SQLite) in `<run>/trackio` unless TRACKIO_DIR is set (read when trackio is imported)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        if "trackio" not in sys.modules:
+            os.environ.setdefault("TRACKIO_DIR", str(run_dir / "trackio"))
+        super().__init__(run_dir)
+
     def start(self, config: dict[str, Any]) -> None:
         self.lib.init(project=PROJECT, name=self.run_dir.name, config=config, resume="allow")
 
