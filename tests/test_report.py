@@ -5,6 +5,7 @@ charts greyed with the reason they cannot move, skipped steps, and the page itse
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,9 @@ def _rows(path: Path) -> list[dict]:
 
 def test_run_json_records_device_precision_and_wall_time(runs: tuple[Path, Path]) -> None:
     info = json.loads((runs[0] / "run.json").read_text())
-    assert info["device"] == "cpu" and info["precision"] == "fp32"
+    # what `auto` resolved to: forced by GRPOKIT_CPU_BF16 when set, else this CPU's own (timing-probed) choice
+    forced = {"1": "bf16-autocast", "0": "fp32"}.get(os.environ.get("GRPOKIT_CPU_BF16", ""))
+    assert info["device"] == "cpu" and info["precision"] in ({forced} if forced else {"fp32", "bf16-autocast"})
     assert info["parameters"] > 0 and info["versions"]["torch"]
     (seg,) = info["segments"]
     assert seg["first_step"] == 0 and seg["last_step"] == 4
