@@ -1,0 +1,91 @@
+"""Dotted config keys: `section.key=value` overrides parsed, set with type checking, nested mappings applied;
+an unknown key is one error with a did-you-mean (TRL's and verl's names first, then the closest grpokit key)."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from typing import Any
+
+import yaml
+
+from .coerce import coerce
+from .errors import ConfigError
+from .sections import Config
+
+RECIPE_META_KEYS = ("description", "paper", "spec")
+
+
+def _type_hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _suggest(key: str, valid: list[str]) -> str:
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def _all_keys(cfg: Config) -> list[str]:
+    keys = []
+    for f in dataclasses.fields(cfg):
+        sub = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(sub):
+            keys += [f"{f.name}.{g.name}" for g in dataclasses.fields(sub)]
+        else:
+            keys.append(f.name)
+    return keys
+
+
+def _hint(key: str, valid: list[str]) -> str:
+    """Did-you-mean: TRL's and verl's names first (`learning_rate` -> train.lr), else the closest grpokit key."""
+    from ..config_compat import foreign_hint
+
+    return foreign_hint(key) or _suggest(key, valid)
+
+
+def set_key(cfg: Config, dotted: str, value: Any) -> None:
+    """Set `section.key` (e.g. `algo.eps_high`) with type checking; unknown keys suggest the closest one."""
+    parts = dotted.split(".")
+    valid = _all_keys(cfg)
+    if len(parts) == 1 and parts[0] == "recipe":
+        cfg.recipe = str(value)
+        return
+    if len(parts) != 2 or not hasattr(cfg, parts[0]) or not dataclasses.is_dataclass(getattr(cfg, parts[0])):
+        raise ConfigError(f"unknown config key {dotted!r}.{_hint(dotted, valid)} Keys look like algo.eps_high")
+    section = getattr(cfg, parts[0])
+    hints = _type_hints(type(section))
+    if parts[1] not in hints or parts[1] not in {f.name for f in dataclasses.fields(section)}:
+        raise ConfigError(f"unknown config key {dotted!r}.{_hint(dotted, valid)}")
+    setattr(section, parts[1], coerce(value, hints[parts[1]], dotted))
+
+
+def apply_mapping(cfg: Config, data: dict[str, Any], source: str) -> None:
+    """Apply a nested mapping (a recipe or config file) onto cfg."""
+    for sec, body in data.items():
+        if sec in RECIPE_META_KEYS:
+            continue
+        if sec == "recipe":
+            cfg.recipe = str(body)
+            continue
+        if not isinstance(body, dict):
+            raise ConfigError(
+                f"{source}: top-level key {sec!r} must be a section mapping.{_suggest(sec, _all_keys(cfg))}"
+            )
+        for k, v in body.items():
+            try:
+                set_key(cfg, f"{sec}.{k}", v)
+            except ConfigError as e:
+                raise ConfigError(f"{source}: {e}") from None
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """`algo.eps_high=0.28` -> ("algo.eps_high", 0.28); the value is parsed as YAML."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} must look like section.key=value (e.g. algo.eps_high=0.28)")
+    key, raw = text.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw != "" else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value

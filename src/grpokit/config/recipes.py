@@ -1,0 +1,50 @@
+"""Recipe files: the packaged `recipes/*.yaml`, a recipe by name or path, and YAML reading with errors that name
+the file, line and column."""
+
+from __future__ import annotations
+
+import difflib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import ConfigError
+
+
+def recipe_dir() -> Path:
+    return Path(str(resources.files("grpokit") / "recipes"))
+
+
+def list_recipes() -> dict[str, dict[str, Any]]:
+    """name -> the recipe YAML as a dict."""
+    out = {}
+    for p in sorted(recipe_dir().glob("*.yaml")):
+        out[p.stem] = yaml.safe_load(p.read_text())
+    return out
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML file's content; a syntax error is one ConfigError naming the file, line and column."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path}{where}: YAML syntax error ({problem}); fix the file") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+
+
+def load_recipe(name: str) -> dict[str, Any]:
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") and path.exists():
+        return read_yaml(path) or {}
+    recipes = list_recipes()
+    if name not in recipes:
+        close = difflib.get_close_matches(name, list(recipes), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"unknown recipe {name!r}.{hint} Known: {', '.join(recipes)} (or a path to a .yaml file)")
+    return recipes[name]

@@ -1,0 +1,122 @@
+"""Resolving a built config: derived values filled (VAPO's alpha, constant-norm's L, overlong cache as a fraction),
+each chosen component's parameters bound, then every value checked; the first bad one is one ConfigError naming
+the key, the value and the fix. Cross-field checks live in `grpokit.config_checks`."""
+
+from __future__ import annotations
+
+from .errors import ConfigError
+from .keys import _suggest
+from .sections import Config
+
+VAPO_ALPHA_TIMES_LMAX = 50.0
+
+
+def fill_derived(cfg: Config) -> None:
+    """Values derived from others when unset."""
+    algo, max_new = cfg.algo, cfg.rollout.max_new_tokens
+    if algo.gae_alpha is None and algo.takes("gae_alpha"):
+        # VAPO length-adaptive lambda = 1 - 1/(alpha L) (spec §11): alpha L_max = 50 keeps lambda in the range
+        # the paper's alpha 0.05 gives over 100..1000 tokens (0.8 .. 0.98) over L_max/10 .. L_max here
+        algo.gae_alpha = VAPO_ALPHA_TIMES_LMAX / max_new
+    if algo.loss_agg == "constant-norm" and not algo.l_norm:
+        algo.l_norm = float(max_new)
+    if 0 < algo.overlong_cache < 1:
+        algo.overlong_cache = float(max(1, round(algo.overlong_cache * max_new)))
+
+
+def bind_components(cfg: Config) -> None:
+    """Each chosen component's parameters bound once (unset -> its paper default); the precision resolved."""
+    from ..models.precision import precision_for_dtype
+
+    try:
+        cfg.algo.bind()
+        cfg.model.precision = precision_for_dtype(cfg.model.dtype, cfg.model.precision)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+
+
+def check_monitor(cfg: Config) -> None:
+    """Every `monitor.thresholds` entry names a detector and builds it."""
+    from ..monitor.detectors import DETECTORS
+
+    for name, params in cfg.monitor.thresholds.items():
+        if name not in DETECTORS:
+            raise ConfigError(f"monitor.thresholds: unknown detector {name!r}.{_suggest(name, list(DETECTORS))}")
+        try:
+            DETECTORS[name](None, **(params or {}))
+        except ValueError as e:
+            raise ConfigError(f"monitor.thresholds.{name}: {e}") from None
+
+
+def value_checks(cfg: Config) -> list[tuple[str, bool, str]]:
+    """(key, holds, fix) for each single-value check."""
+    r, t, c, max_new = cfg.rollout, cfg.train, cfg.critic, cfg.rollout.max_new_tokens
+    return [
+        ("rollout.group_size", r.group_size >= 1, "use 2 or more samples per prompt"),
+        ("rollout.prompts_per_step", r.prompts_per_step >= 1, "use 1 or more"),
+        ("rollout.max_new_tokens", max_new >= 1, "use 1 or more"),
+        ("rollout.temperature", r.temperature > 0, "use a positive temperature"),
+        ("train.steps", t.steps >= 0, "use 0 or more"),
+        ("train.lr", t.lr > 0, "use a positive learning rate"),
+        ("train.epochs", t.epochs >= 1, "use 1 or more"),
+        ("train.mini_batches", t.mini_batches >= 1, "use 1 or more"),
+        ("train.micro_batch_size", t.micro_batch_size >= 1, "use 1 or more"),
+        ("train.lr_schedule", t.lr_schedule in ("constant", "linear", "cosine"), "use constant, linear or cosine"),
+        (
+            "model.precision",
+            cfg.model.precision in ("auto", "fp32", "bf16-autocast", "bf16"),
+            "use auto, fp32, bf16-autocast or bf16",
+        ),
+        ("reward.max_fail_frac", 0 <= cfg.reward.max_fail_frac <= 1, "use a fraction in [0, 1]"),
+        (
+            "train.report_to",
+            set(t.report_to) <= {"tensorboard", "wandb", "mlflow", "trackio"},
+            "use a list of tensorboard, wandb, mlflow, trackio (or [] for none)",
+        ),
+        ("critic.kind", c.kind in ("head", "mlp", "model"), "use head, mlp or model"),
+        ("critic.lr", c.lr > 0, "use a positive learning rate"),
+        ("critic.max_grad_norm", c.max_grad_norm > 0, "use a positive norm"),
+        ("critic.pretrain_max_steps", c.pretrain_max_steps >= 0, "use 0 (off) or more"),
+        ("critic.pretrain_patience", c.pretrain_patience >= 1, "use 1 or more"),
+        ("critic.pretrain_epochs", c.pretrain_epochs >= 1, "use 1 or more"),
+        (
+            "critic.model",
+            c.model is None or c.kind == "model",
+            "critic.model is read only with critic.kind=model: set that too, or drop critic.model",
+        ),
+        (
+            "algo.overlong_cache",
+            not cfg.algo.soft_overlong or 0 < cfg.algo.overlong_cache <= max_new,
+            f"use a value in (0, rollout.max_new_tokens={max_new}]",
+        ),
+    ]
+
+
+def check_values(cfg: Config) -> None:
+    """The first failing value check, or a reward weight count that does not match, is one ConfigError."""
+    for key, ok, fix in value_checks(cfg):
+        if not ok:
+            section, name = key.split(".")
+            raise ConfigError(f"{key}={getattr(getattr(cfg, section), name)!r} is invalid: {fix}")
+    if cfg.reward.weights and len(cfg.reward.weights) != len(cfg.reward.functions):
+        raise ConfigError(
+            f"reward.weights has {len(cfg.reward.weights)} values but reward.functions has "
+            f"{len(cfg.reward.functions)}: give one weight per function"
+        )
+
+
+def resolve_config(cfg: Config) -> Config:
+    """Fill derived values, bind components, validate everything; cross-field findings that are errors raise, the
+    rest become `cfg.warnings`."""
+    from ..config_checks import run_checks
+
+    fill_derived(cfg)
+    bind_components(cfg)
+    check_monitor(cfg)
+    check_values(cfg)
+    findings = run_checks(cfg)
+    for f in findings:
+        if f.level == "error":
+            raise ConfigError(f.message)
+    cfg.warnings = [f.message for f in findings]
+    return cfg

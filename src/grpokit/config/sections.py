@@ -1,0 +1,167 @@
+"""The run configuration's sections: one dataclass per section (`model`, `data`, `rollout`, `reward`, `algo`,
+`train`, `critic`, `monitor`) and `Config`, the whole run.
+
+Defaults live here; `grpokit.config.build` layers recipe, file and overrides on them and `grpokit.config.resolve`
+fills derived values and validates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..algos.compose import AlgoConfig
+
+
+@dataclass
+class ModelConfig:
+    """Which model to train and how."""
+
+    name: str = "smollm2-135m-instruct"  # embedded default | tiny | any from_pretrained name or directory
+    precision: str = "auto"  # auto | fp32 | bf16-autocast | bf16
+    device: str = "auto"  # auto | cpu | cuda
+    lora_r: int = 0  # > 0 enables LoRA through peft
+    lora_alpha: int = 16
+    lora_dropout: float = 0.0
+    lora_target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    gradient_checkpointing: bool = False
+    dtype: str = "auto"  # from_pretrained's dtype: auto (model.precision decides) | float32 | bfloat16
+    trust_remote_code: bool = False  # run the model repository's own code (from_pretrained's option)
+    attn_implementation: str | None = None  # e.g. eager | sdpa | flash_attention_2 (None: transformers picks)
+
+
+@dataclass
+class DataConfig:
+    """Prompts: a built-in task, a local file or directory, or a `datasets.load_dataset` name (see grpokit.data)."""
+
+    task: str = "add1"
+    train_size: int | None = None
+    eval_size: int | None = None  # None: every held-out example, at most 200
+    prompt_key: str = "prompt"  # dotted keys reach nested fields; a list of chat messages is a conversation
+    answer_key: str | None = "answer"  # e.g. reward_model.ground_truth; null: no reference answers
+    eval_data: str | None = None
+    system_prompt: str | None = None
+    subset: str | None = None  # the configuration of a datasets name (load_dataset's `name`, e.g. main)
+    split: str = "train"
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. {enable_thinking: false}
+    max_prompt_tokens: int | None = None  # cap on a rendered prompt's tokens (always: model context - max_new_tokens)
+    on_long_prompt: str = "skip"  # skip (dropped, counted and logged) | error (stop, naming the example)
+
+
+@dataclass
+class RolloutConfig:
+    """Group sampling."""
+
+    engine: str = "hf"
+    prompts_per_step: int = 4
+    group_size: int = 8
+    max_new_tokens: int = 48
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    eval_temperature: float = 1.0
+    min_new_tokens: int = 0  # force at least this many new tokens (EOS suppressed before), like TRL's min_new_tokens
+    # engine=vllm (see rollout/vllm.py): KV-cache GiB on CPU, GPU memory share, GPU sleep mode, context length
+    vllm_kv_cache_gib: float = 2.0
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_sleep: bool = False
+    vllm_max_model_len: int = 0  # 0: the longest training prompt + max_new_tokens, rounded up
+
+
+@dataclass
+class RewardConfig:
+    """Reward functions (`name` or `module:function`) and weights; isolation limits."""
+
+    functions: list[str] = field(default_factory=list)  # empty: the task's default reward
+    weights: list[float] = field(default_factory=list)
+    timeout_s: float = 10.0
+    max_fail_frac: float = 0.5
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation and logging."""
+
+    steps: int = 50
+    lr: float = 2e-5
+    lr_schedule: str = "constant"  # constant | linear | cosine
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.99
+    max_grad_norm: float = 1.0
+    epochs: int = 1
+    mini_batches: int = 1
+    micro_batch_size: int = 32
+    eval_every: int = 10
+    save_every: int = 25
+    keep_checkpoints: int = 2
+    log_completions: int = 4
+    seed: int = 0
+    out: str = "runs"  # parent folder of run directories (--out)
+    output_dir: str | None = None  # exactly this run directory, as TRL's output_dir (--output-dir)
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # tensorboard | wandb | mlflow | trackio
+    save_merged: bool = False  # LoRA runs: also save a merged full model in checkpoints/step_N/merged
+    autopilot: bool = False  # apply detectors' recommended fixes within the bounds below
+    autopilot_max_eps_high: float = 0.4
+    autopilot_max_entropy_coef: float = 0.01
+    autopilot_min_lr: float = 1e-7
+    autopilot_max_interventions: int = 5
+    on_divergence: str = "stop"  # stop (no checkpoint of a diverged model) | continue
+
+
+@dataclass
+class MonitorConfig:
+    """Detector thresholds, e.g. {entropy_collapse: {h_star: 0.5, patience: 50}} (see grpokit/monitor/detectors.py)."""
+
+    thresholds: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CriticConfig:
+    """The value model of the PPO family (`grpokit.critic`): its kind, optimizer and value pretraining.
+
+    Its own AdamW (`lr`, `max_grad_norm`, linear warm-up over `warmup_steps`), so the regression learns at its
+    own rate (a value head at the policy's lr of 1e-6..1e-5 barely moves). Value pretraining (VC-PPO, VAPO: about
+    50 steps) runs before the first policy step and stops at the first of: explained variance >= `pretrain_ev` on
+    `pretrain_patience` consecutive fresh batches (measured before each is trained on, so held out), or
+    `pretrain_max_steps` batches; each batch is trained on `pretrain_epochs` times.
+    """
+
+    kind: str = "head"  # head (linear, detached policy features) | mlp | model (separate value model)
+    model: str | None = None  # kind=model: a local causal-LM directory to start from (default: the policy)
+    lr: float = 1e-3
+    max_grad_norm: float = 1.0
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    mlp_hidden: int = 256
+    pretrain_max_steps: int = 0
+    pretrain_ev: float = 0.5
+    pretrain_patience: int = 2
+    pretrain_epochs: int = 4
+
+
+@dataclass
+class Config:
+    """A whole run."""
+
+    recipe: str = "grpo"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    critic: CriticConfig = field(default_factory=CriticConfig)
+    monitor: MonitorConfig = field(default_factory=MonitorConfig)
+    warnings: ClassVar[list[str]] = []  # settings that do nothing here (grpokit.config_checks), set by resolve()
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def resolve(self) -> Config:
+        """Fill derived values and validate everything (`grpokit.config.resolve`)."""
+        from .resolve import resolve_config
+
+        return resolve_config(self)
