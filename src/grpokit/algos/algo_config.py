@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from .components import SLOTS, Component, component_keys, unused_message
 
@@ -97,6 +97,20 @@ class AlgoConfig:
     truncated_reward: float | None = None
     # extra free-form notes (paper, defaults) shown by `grpokit recipes show`
     notes: dict[str, Any] = field(default_factory=dict)
+
+    # field -> its valid values (None: unset). A string listed here is kept as that string when set, so
+    # `algo.adv_scale=none` is the choice "none" (mean-only advantage), not unset (grpokit.config.coerce)
+    CHOICES: ClassVar[dict[str, tuple[str | None, ...]]] = {
+        "kl_placement": ("loss", "reward", "reward_centered"),
+        "kl_controller": ("fixed", "adaptive"),
+        "reference": ("none", "frozen", "ema", "sync"),
+        "adv_scale": (None, "group", "batch", "none"),
+        "filter_metric": ("accuracy", "reward"),
+        "cispo_cap_mode": (None, "relative", "absolute"),
+        "ds_shortfall": ("partial", "error"),
+        "kl_center": (None, "batch", "group"),
+        "kl_scale": (None, "std"),
+    }
 
     @property
     def uses_critic(self) -> bool:
@@ -211,18 +225,7 @@ class AlgoConfig:
                     reg.get(value)
                 except KeyError as e:
                     raise ValueError(f"algo.{slot}: {e.args[0]}") from None
-        choices = {
-            "kl_placement": ("loss", "reward", "reward_centered"),
-            "kl_controller": ("fixed", "adaptive"),
-            "reference": ("none", "frozen", "ema", "sync"),
-            "adv_scale": (None, "group", "batch", "none"),
-            "filter_metric": ("accuracy", "reward"),
-            "cispo_cap_mode": (None, "relative", "absolute"),
-            "ds_shortfall": ("partial", "error"),
-            "kl_center": (None, "batch", "group"),
-            "kl_scale": (None, "std"),
-        }
-        for name, allowed in choices.items():
+        for name, allowed in self.CHOICES.items():
             if getattr(self, name) not in allowed:
                 shown = tuple(a for a in allowed if a is not None)
                 raise ValueError(f"algo.{name}={getattr(self, name)!r} is not one of {shown}")

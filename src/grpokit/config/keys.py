@@ -57,7 +57,8 @@ def set_key(cfg: Config, dotted: str, value: Any) -> None:
     hints = _type_hints(type(section))
     if parts[1] not in hints or parts[1] not in {f.name for f in dataclasses.fields(section)}:
         raise ConfigError(f"unknown config key {dotted!r}.{_hint(dotted, valid)}")
-    setattr(section, parts[1], coerce(value, hints[parts[1]], dotted))
+    choices = getattr(type(section), "CHOICES", {}).get(parts[1], ())  # a section's declared valid values
+    setattr(section, parts[1], coerce(value, hints[parts[1]], dotted, choices))
 
 
 def apply_mapping(cfg: Config, data: dict[str, Any], source: str) -> None:

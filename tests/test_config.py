@@ -1,0 +1,63 @@
+"""Config values keep their meaning through every layer: the word `none` is a choice where a field's choices name
+it (`algo.adv_scale=none`: Dr. GRPO's mean-only advantage, spec §4), and null (unset) elsewhere."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from grpokit.algos.compose import AlgoConfig, compute_advantages
+from grpokit.config import ConfigError, build_config, config_from_dict
+
+REWARDS = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0])
+GROUPS = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
+
+
+def _group_centred(rewards: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+    means = torch.stack([rewards[groups == g].mean() for g in groups.unique()])
+    return rewards - means[groups]
+
+
+def test_adv_scale_none_survives_an_override_and_leaves_the_advantage_unscaled():
+    cfg = build_config("grpo", overrides=["algo.adv_scale=none"])
+    assert cfg.algo.adv_scale == "none"
+    assert cfg.algo.bound()["advantage"] == ("grpo", {"adv_scale": "none", "adv_eps": 1e-6})
+    adv = compute_advantages(cfg.algo, REWARDS, GROUPS)
+    # group 0: mean 0.25 -> [0.75, -0.25, -0.25, -0.25]; group 1: mean 0.75 -> [0.25, 0.25, -0.75, 0.25]
+    expected = torch.tensor([0.75, -0.25, -0.25, -0.25, 0.25, 0.25, -0.75, 0.25])
+    assert torch.allclose(adv, expected)
+    assert torch.allclose(adv, _group_centred(REWARDS, GROUPS))
+    scaled = compute_advantages(build_config("grpo").algo, REWARDS, GROUPS)
+    assert not torch.allclose(scaled, adv)  # the default ("group") divides by the group std: 0.75 / 0.5 = 1.5
+    assert scaled[0].item() == pytest.approx(0.75 / 0.5, rel=1e-5)
+
+
+def test_adv_scale_none_survives_a_config_file_direct_values_and_a_saved_config(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("algo:\n  adv_scale: none\n")
+    assert build_config("grpo", config_file=str(f)).algo.adv_scale == "none"
+    assert build_config("grpo", **{"algo.adv_scale": "none"}).algo.adv_scale == "none"
+    saved = build_config("grpo", overrides=["algo.adv_scale=none"]).to_dict()
+    assert config_from_dict(saved).algo.adv_scale == "none"  # resume keeps Dr. GRPO's estimator
+
+
+@pytest.mark.parametrize("key", [k for k, allowed in AlgoConfig.CHOICES.items() if "none" in allowed])
+def test_every_field_whose_choices_name_none_keeps_the_string(key):
+    assert key in {"reference", "adv_scale"}  # today's fields with a "none" choice
+    cfg = build_config("grpo", overrides=[f"algo.{key}=none", "algo.kl_coef=0"])  # no reference: no KL term
+    assert getattr(cfg.algo, key) == "none"
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [("data.answer_key=none", "answer_key"), ("data.eval_size=none", "eval_size"), ("data.subset=null", "subset")],
+)
+def test_none_and_null_still_unset_an_optional_field_without_that_choice(override, field):
+    cfg = build_config("grpo", overrides=[override])
+    assert getattr(cfg.data, field) is None
+
+
+def test_an_unset_optional_choice_field_still_takes_the_component_default():
+    assert build_config("grpo", overrides=["algo.adv_scale=null"]).algo.adv_scale == "group"
+    with pytest.raises(ConfigError, match=r"algo.adv_scale='std' is not one of \('group', 'batch', 'none'\)"):
+        build_config("grpo", overrides=["algo.adv_scale=std"])
