@@ -266,97 +266,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `grpokit` parser: each subcommand's arguments from `grpokit.cli_args`, its command from here."""
+    from . import cli_args
+
     p = argparse.ArgumentParser(prog="grpokit", description="RL post-training with the GRPO family")
     p.add_argument("--version", action="version", version=f"grpokit {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-
-    r = sub.add_parser("recipes", help="list recipes, or `recipes show NAME` for the resolved config")
-    r.add_argument("action", nargs="?", choices=["list", "show"], default="list")
-    r.add_argument("name", nargs="?")
-    r.set_defaults(fn=cmd_recipes)
-
-    m = sub.add_parser("methods", help="list every registered algorithm component")
-    m.set_defaults(fn=cmd_methods)
-
-    t = sub.add_parser("train", help="train a model with a recipe")
-    t.add_argument("--recipe", default="grpo", help="recipe name (grpokit recipes) or a YAML path")
-    t.add_argument(
-        "--task",
-        default=None,
-        help="built-in task (add1, add2, mul1, countdown, code1), a data file or directory, or a datasets name",
-    )
-    t.add_argument(
-        "--model", default=None, help="smollm2-135m-instruct (default), tiny, or a from_pretrained name or directory"
-    )
-    t.add_argument("--steps", type=int, default=None)
-    t.add_argument("--out", default=None, help="parent directory of run directories (default runs/)")
-    t.add_argument(
-        "--output-dir", default=None, help="exactly this run directory, as TRL's output_dir (refused if it holds a run)"
-    )
-    t.add_argument("--name", default=None, help="run directory name")
-    t.add_argument("--seed", type=int, default=None)
-    t.add_argument("--config", default=None, help="YAML file with config sections to apply over the recipe")
-    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. --set algo.eps_high=0.28")
-    t.add_argument(
-        "--resume",
-        nargs="?",
-        const=True,
-        default=None,
-        metavar="RUN_DIR",
-        help="continue a run from its last checkpoint (bare --resume: the --output-dir run)",
-    )
-    t.add_argument("--eval-samples", type=int, default=1, help="samples per held-out prompt in eval")
-    t.add_argument("--autopilot", action="store_true", help="apply detectors' fixes within train.autopilot_* bounds")
-    t.set_defaults(fn=cmd_train)
-
-    dr = sub.add_parser(
-        "doctor", help="diagnose trainings from their logs (grpokit, TRL, verl, W&B exports, TensorBoard, consoles)"
-    )
-    dr.add_argument("path", help="a log file, a run directory, or a folder of runs (each diagnosed on its own)")
-    dr.add_argument("--json", action="store_true")
-    dr.add_argument("--run", default=None, metavar="NAME", help="only the run of that name under PATH")
-    dr.set_defaults(fn=cmd_doctor)
-
-    rp = sub.add_parser("report", help="HTML page + PNG plots of a run's health, with alert markers")
-    rp.add_argument("path")
-    rp.add_argument("--out", default=None)
-    rp.add_argument("--run", default=None, metavar="NAME", help="the run to report when PATH holds several")
-    rp.set_defaults(fn=cmd_report)
-
-    cp = sub.add_parser("compare", help="overlay several runs' curves (HTML + PNGs + TensorBoard) with a final table")
-    cp.add_argument("runs", nargs="+", help="run directories or logs (a folder of runs adds each of them)")
-    cp.add_argument(
-        "--x",
-        default="tokens",
-        choices=["tokens", "samples", "steps", "seconds"],
-        help="x axis: cumulative generated tokens (default), generated samples, training steps, or wall seconds",
-    )
-    cp.add_argument("--out", default=None, help="output directory (default runs/compare-<stamp>)")
-    cp.set_defaults(fn=cmd_compare)
-
-    e = sub.add_parser("eval", help="held-out accuracy of a model on a task")
-    e.add_argument("--model", default="smollm2-135m-instruct")
-    e.add_argument("--task", default="add1")
-    e.add_argument("--n", type=int, default=100, help="held-out prompts")
-    e.add_argument("--samples", type=int, default=1, help="samples per prompt")
-    e.add_argument("--temperature", type=float, default=1.0)
-    e.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    e.add_argument("--json", action="store_true")
-    e.set_defaults(fn=cmd_eval)
-
-    from .audit import register_cli as register_audit
-    from .preflight import register_cli as register_preflight
-
-    register_preflight(sub)
-    register_audit(sub)
-    from .config_compat.cli import register_cli as register_config
-
-    register_config(sub)
-
-    d = sub.add_parser("demo", help="about 10 minutes of DAPO on single-digit addition with the embedded model")
-    d.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    d.add_argument("--eval-samples", type=int, default=5, help="samples per held-out prompt in eval")
-    d.set_defaults(fn=cmd_demo)
+    for add, fn in (
+        (cli_args.recipes, cmd_recipes),
+        (cli_args.methods, cmd_methods),
+        (cli_args.train, cmd_train),
+        (cli_args.doctor, cmd_doctor),
+        (cli_args.report, cmd_report),
+        (cli_args.compare, cmd_compare),
+        (cli_args.evaluate, cmd_eval),
+    ):
+        add(sub).set_defaults(fn=fn)
+    cli_args.self_registering(sub)  # preflight, audit-reward, config
+    cli_args.demo(sub).set_defaults(fn=cmd_demo)
     return p
 
 
