@@ -15,6 +15,9 @@ and reports which mechanism enforces each limit. A reward stopped by a limit is 
 "sandbox" naming the limit; the worker is then replaced, so whatever the reward started dies with it. A
 reward raising KeyboardInterrupt or SystemExit is one "exception" failure. On platforms without `fork`
 the worker is started with `spawn` (then only module-level functions work).
+
+This module is the parent's side (the runners, their errors, reading the worker's death); the worker process
+itself (its loop, the handle that starts and kills it, the sweep of stale private directories) is `worker.py`.
 """
 
 from __future__ import annotations
@@ -22,11 +25,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
-import shutil
 import signal
-import tempfile
-import time
-import traceback
 from collections.abc import Callable
 from multiprocessing.reduction import ForkingPickler
 from multiprocessing.util import Finalize
@@ -34,18 +33,22 @@ from typing import Any
 
 from ..data.example import Example
 from . import cgroups, wire
-from .sandbox import (
-    CPU_BUDGET_CALLS,
-    SandboxLimits,
-    apply_sandbox,
-    classify_violation,
-    set_call_cpu_limit,
-    start_cpu_budget,
-)
+from .sandbox import SandboxLimits
 from .signature import CallContext
+from .worker import WORKDIR_PREFIX, Worker, as_value_list, describe_exception, sweep_workdirs
 
 log = logging.getLogger(__name__)
-WORKDIR_PREFIX = "grpokit-reward-"  # the worker's private directory, and its cgroups, are named after it
+__all__ = [
+    "WORKDIR_PREFIX",
+    "InlineRunner",
+    "ProcessRunner",
+    "RewardCallError",
+    "RewardCallLimit",
+    "RewardCallTimeout",
+    "as_value_list",
+    "describe_exception",
+    "sweep_workdirs",
+]
 
 
 class RewardCallError(Exception):
@@ -58,25 +61,6 @@ class RewardCallTimeout(Exception):
 
 class RewardCallLimit(Exception):
     """The sandbox stopped the reward (memory, CPU time, network, filesystem, processes, open files)."""
-
-
-def describe_exception(e: BaseException) -> str:
-    """`Type: message (at file.py:12 in fn)` with the innermost frame of the traceback."""
-    frames = traceback.extract_tb(e.__traceback__)
-    text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-    if not frames:
-        return text
-    last = frames[-1]
-    return f"{text} (at {os.path.basename(last.filename)}:{last.lineno} in {last.name})"
-
-
-def as_value_list(out: Any) -> Any:
-    """A reward's return value as a list when it is a sequence/iterable of values; anything else unchanged."""
-    if isinstance(out, list):
-        return out
-    if isinstance(out, (str, bytes, dict)) or not hasattr(out, "__iter__"):
-        return out
-    return list(out)
 
 
 class InlineRunner:
@@ -101,144 +85,13 @@ class InlineRunner:
         """Nothing to release."""
 
 
-def _run_one(fn: Callable[..., Any], args: tuple[Any, ...], limits: SandboxLimits | None) -> tuple[str, Any]:
-    """(status, payload) of one call inside the worker: "ok", "err" or "limit"."""
-    try:
-        return "ok", as_value_list(fn(*args))
-    except BaseException as e:  # KeyboardInterrupt/SystemExit from a reward are its failures, not ours
-        violation = classify_violation(e, limits) if limits is not None else None
-        if violation is not None:
-            return "limit", f"{violation} [{describe_exception(e)}]"
-        if isinstance(e, (KeyboardInterrupt, SystemExit)):
-            return "err", f"the reward raised {describe_exception(e)}"
-        return "err", describe_exception(e)
-
-
-def _serve(
-    conn: Any,
-    parent_end: Any,
-    functions: dict[str, Callable[..., Any]],
-    limits: SandboxLimits | None,
-    cpu_s: float,
-    workdir: str,
-    parent_pid: int,
-) -> None:
-    """Worker loop: confine itself, then receive (seq, key, completions, examples, context) and reply
-    (status, seq, payload) with status "ok", "err", "limit" or "recycle" (CPU budget used up)."""
-    parent_end.close()
-    if hasattr(os, "setpgrp"):
-        os.setpgrp()  # own process group: a kill on timeout also reaches processes the reward started
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle; it then kills us
-    if limits is not None:
-        try:
-            enforced = apply_sandbox(limits, workdir, parent_pid, {conn.fileno()})
-            start_cpu_budget(limits.cpu_budget_s or CPU_BUDGET_CALLS * cpu_s)
-        except Exception as e:
-            why = describe_exception(e)
-            conn.send_bytes(
-                wire.encode("broken", 0, f"the reward sandbox could not be set up ({why}); sandbox=None skips it")
-            )
-            return
-        conn.send_bytes(wire.encode("ready", 0, enforced))
-    while True:
-        try:
-            seq, key, completions, examples, context = conn.recv()
-        except (EOFError, OSError):
-            return  # the trainer closed the pipe or died
-        if limits is not None and not set_call_cpu_limit(cpu_s):
-            conn.send_bytes(wire.encode("recycle", seq, None))
-            return
-        status, payload = _run_one(functions[key], (completions, examples, context), limits)
-        if status == "ok":
-            payload = wire.values_to_wire(payload)
-        try:
-            reply = wire.encode(status, seq, payload)
-        except (TypeError, ValueError) as e:
-            reply = wire.encode("err", seq, f"its return value could not be sent back: {describe_exception(e)}")
-        conn.send_bytes(reply)
-
-
-class _Worker:
-    """One worker process, the parent's end of its pipe and its private directory."""
-
-    def __init__(
-        self, ctx: Any, functions: dict[str, Callable[..., Any]], limits: SandboxLimits | None, cpu_s: float
-    ) -> None:
-        self.conn, there = ctx.Pipe()
-        # the trainer's pid in the name lets a later trainer remove it if this one is killed (see sweep_workdirs)
-        self.workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
-        self.enforced: dict[str, str] | None = None
-        # not a daemon, so rewards may use multiprocessing themselves; the finalizer below stops it at exit
-        self.proc = ctx.Process(
-            target=_serve,
-            args=(there, self.conn, functions, limits, cpu_s, self.workdir, os.getpid()),
-            name="grpokit-reward-worker",
-        )
-        self.proc.start()
-        there.close()
-
-    def kill(self) -> None:
-        """Kill the worker's process group (it and whatever the reward started), reap it, remove its dir."""
-        self.conn.close()
-        if self.proc.is_alive():
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (AttributeError, OSError):  # no process groups here, or setpgrp not reached yet
-                self.proc.kill()
-        self.proc.join(timeout=5)
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # children the reward left behind in the group
-        except (AttributeError, OSError):
-            pass
-        shutil.rmtree(self.workdir, ignore_errors=True)
-        cgroups.remove(os.path.basename(self.workdir))
-
-    def close(self) -> None:
-        """Close the pipe so an idle worker exits by itself; kill it if it does not within 0.5 s."""
-        self.conn.close()
-        self.proc.join(timeout=0.5)
-        self.kill()
-
-
-def _stop(slot: list[_Worker | None]) -> None:
+def _stop(slot: list[Worker | None]) -> None:
     worker, slot[0] = slot[0], None
     if worker is not None:
         worker.close()
 
 
-def sweep_workdirs(older_than_s: float = 60.0) -> int:
-    """Remove private directories of workers whose trainer is gone (killed before it could clean up).
-
-    Only directories named after a trainer pid that no longer exists are touched: a live trainer's worker may
-    have its private tmpfs mounted on its directory, and removing that would detach it.
-    """
-    removed = 0
-    base = tempfile.gettempdir()
-    try:
-        entries = [e for e in os.scandir(base) if e.name.startswith(WORKDIR_PREFIX) and e.is_dir()]
-    except OSError:
-        return 0
-    for entry in entries:
-        owner = entry.name[len(WORKDIR_PREFIX) :].split("-", 1)[0]
-        if not owner.isdigit():
-            continue
-        try:
-            os.kill(int(owner), 0)
-            continue  # that trainer is alive
-        except ProcessLookupError:
-            pass
-        except OSError:  # alive but not ours to signal
-            continue
-        try:
-            if time.time() - entry.stat().st_mtime > older_than_s:
-                shutil.rmtree(entry.path)
-                removed += 1
-        except OSError:
-            continue
-    return removed
-
-
-def _death_reason(worker: _Worker, limits: SandboxLimits | None, cpu_s: float) -> tuple[type[Exception], str]:
+def _death_reason(worker: Worker, limits: SandboxLimits | None, cpu_s: float) -> tuple[type[Exception], str]:
     """The exception to raise for a worker that died during a call, naming the limit that killed it if any."""
     code = worker.proc.exitcode
     signum = -code if code is not None and code < 0 else None
@@ -274,7 +127,7 @@ class ProcessRunner:
             sandbox = None
         self.sandbox = sandbox
         self.cpu_s = float(sandbox.cpu_s if sandbox is not None and sandbox.cpu_s is not None else cpu_s)
-        self._slot: list[_Worker | None] = [None]
+        self._slot: list[Worker | None] = [None]
         self._seq = 0
         self.started = 0  # workers started so far; more than one means restarts after timeouts or crashes
         if sandbox is not None:  # left behind by trainers that were killed
@@ -293,12 +146,12 @@ class ProcessRunner:
         """The running worker's private directory (its working directory, HOME and TMPDIR)."""
         return self._slot[0].workdir if self._slot[0] is not None else None
 
-    def start(self) -> _Worker:
+    def start(self) -> Worker:
         """The running worker, started now if there is none."""
         worker = self._slot[0]
         if worker is None or not worker.proc.is_alive():
             _stop(self._slot)
-            worker = self._slot[0] = _Worker(self._ctx, self._functions, self.sandbox, self.cpu_s)
+            worker = self._slot[0] = Worker(self._ctx, self._functions, self.sandbox, self.cpu_s)
             self.started += 1
         return worker
 
@@ -317,7 +170,7 @@ class ProcessRunner:
                 raise RewardCallError(f"the reward worker sent an unreadable reply ({e})") from e
         return worker.enforced
 
-    def _handle(self, worker: _Worker, status: str, seq: int, payload: Any) -> None:
+    def _handle(self, worker: Worker, status: str, seq: int, payload: Any) -> None:
         if status == "ready":
             if not isinstance(payload, dict) or not all(isinstance(v, str) for v in payload.values()):
                 raise wire.BadReply("a sandbox report that is not a mapping of strings")

@@ -1,0 +1,177 @@
+"""The reward worker process: its loop (confine itself, then serve one call per message and reply in JSON), the
+parent's handle on one worker (start it in its own private directory, kill its whole process group), and the
+sweep of private directories left by trainers that were killed. The parent-side pool is `isolation.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from . import cgroups, wire
+from .sandbox import (
+    CPU_BUDGET_CALLS,
+    SandboxLimits,
+    apply_sandbox,
+    classify_violation,
+    set_call_cpu_limit,
+    start_cpu_budget,
+)
+
+WORKDIR_PREFIX = "grpokit-reward-"  # the worker's private directory, and its cgroups, are named after it
+
+
+def describe_exception(e: BaseException) -> str:
+    """`Type: message (at file.py:12 in fn)` with the innermost frame of the traceback."""
+    frames = traceback.extract_tb(e.__traceback__)
+    text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+    if not frames:
+        return text
+    last = frames[-1]
+    return f"{text} (at {os.path.basename(last.filename)}:{last.lineno} in {last.name})"
+
+
+def as_value_list(out: Any) -> Any:
+    """A reward's return value as a list when it is a sequence/iterable of values; anything else unchanged."""
+    if isinstance(out, list):
+        return out
+    if isinstance(out, (str, bytes, dict)) or not hasattr(out, "__iter__"):
+        return out
+    return list(out)
+
+
+def _run_one(fn: Callable[..., Any], args: tuple[Any, ...], limits: SandboxLimits | None) -> tuple[str, Any]:
+    """(status, payload) of one call inside the worker: "ok", "err" or "limit"."""
+    try:
+        return "ok", as_value_list(fn(*args))
+    except BaseException as e:  # KeyboardInterrupt/SystemExit from a reward are its failures, not ours
+        violation = classify_violation(e, limits) if limits is not None else None
+        if violation is not None:
+            return "limit", f"{violation} [{describe_exception(e)}]"
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            return "err", f"the reward raised {describe_exception(e)}"
+        return "err", describe_exception(e)
+
+
+def serve(
+    conn: Any,
+    parent_end: Any,
+    functions: dict[str, Callable[..., Any]],
+    limits: SandboxLimits | None,
+    cpu_s: float,
+    workdir: str,
+    parent_pid: int,
+) -> None:
+    """Worker loop: confine itself, then receive (seq, key, completions, examples, context) and reply
+    (status, seq, payload) with status "ok", "err", "limit" or "recycle" (CPU budget used up)."""
+    parent_end.close()
+    if hasattr(os, "setpgrp"):
+        os.setpgrp()  # own process group: a kill on timeout also reaches processes the reward started
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle; it then kills us
+    if limits is not None:
+        try:
+            enforced = apply_sandbox(limits, workdir, parent_pid, {conn.fileno()})
+            start_cpu_budget(limits.cpu_budget_s or CPU_BUDGET_CALLS * cpu_s)
+        except Exception as e:
+            why = describe_exception(e)
+            conn.send_bytes(
+                wire.encode("broken", 0, f"the reward sandbox could not be set up ({why}); sandbox=None skips it")
+            )
+            return
+        conn.send_bytes(wire.encode("ready", 0, enforced))
+    while True:
+        try:
+            seq, key, completions, examples, context = conn.recv()
+        except (EOFError, OSError):
+            return  # the trainer closed the pipe or died
+        if limits is not None and not set_call_cpu_limit(cpu_s):
+            conn.send_bytes(wire.encode("recycle", seq, None))
+            return
+        status, payload = _run_one(functions[key], (completions, examples, context), limits)
+        if status == "ok":
+            payload = wire.values_to_wire(payload)
+        try:
+            reply = wire.encode(status, seq, payload)
+        except (TypeError, ValueError) as e:
+            reply = wire.encode("err", seq, f"its return value could not be sent back: {describe_exception(e)}")
+        conn.send_bytes(reply)
+
+
+class Worker:
+    """One worker process, the parent's end of its pipe and its private directory."""
+
+    def __init__(
+        self, ctx: Any, functions: dict[str, Callable[..., Any]], limits: SandboxLimits | None, cpu_s: float
+    ) -> None:
+        self.conn, there = ctx.Pipe()
+        # the trainer's pid in the name lets a later trainer remove it if this one is killed (see sweep_workdirs)
+        self.workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
+        self.enforced: dict[str, str] | None = None
+        # not a daemon, so rewards may use multiprocessing themselves; the finalizer below stops it at exit
+        self.proc = ctx.Process(
+            target=serve,
+            args=(there, self.conn, functions, limits, cpu_s, self.workdir, os.getpid()),
+            name="grpokit-reward-worker",
+        )
+        self.proc.start()
+        there.close()
+
+    def kill(self) -> None:
+        """Kill the worker's process group (it and whatever the reward started), reap it, remove its dir."""
+        self.conn.close()
+        if self.proc.is_alive():
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (AttributeError, OSError):  # no process groups here, or setpgrp not reached yet
+                self.proc.kill()
+        self.proc.join(timeout=5)
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # children the reward left behind in the group
+        except (AttributeError, OSError):
+            pass
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        cgroups.remove(os.path.basename(self.workdir))
+
+    def close(self) -> None:
+        """Close the pipe so an idle worker exits by itself; kill it if it does not within 0.5 s."""
+        self.conn.close()
+        self.proc.join(timeout=0.5)
+        self.kill()
+
+
+def sweep_workdirs(older_than_s: float = 60.0) -> int:
+    """Remove private directories of workers whose trainer is gone (killed before it could clean up).
+
+    Only directories named after a trainer pid that no longer exists are touched: a live trainer's worker may
+    have its private tmpfs mounted on its directory, and removing that would detach it.
+    """
+    removed = 0
+    base = tempfile.gettempdir()
+    try:
+        entries = [e for e in os.scandir(base) if e.name.startswith(WORKDIR_PREFIX) and e.is_dir()]
+    except OSError:
+        return 0
+    for entry in entries:
+        owner = entry.name[len(WORKDIR_PREFIX) :].split("-", 1)[0]
+        if not owner.isdigit():
+            continue
+        try:
+            os.kill(int(owner), 0)
+            continue  # that trainer is alive
+        except ProcessLookupError:
+            pass
+        except OSError:  # alive but not ours to signal
+            continue
+        try:
+            if time.time() - entry.stat().st_mtime > older_than_s:
+                shutil.rmtree(entry.path)
+                removed += 1
+        except OSError:
+            continue
+    return removed
