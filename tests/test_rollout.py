@@ -9,7 +9,7 @@ from grpokit.data import get_task, render_prompt
 from grpokit.learner import completion_forward
 from grpokit.models import load_model_and_tokenizer
 from grpokit.rollout import SamplingParams, make_engine
-from grpokit.rollout.hf import process_logits
+from grpokit.rollout.hf import multinomial_tokens, process_logits, sample_tokens
 
 
 def _prompts(tok) -> list[list[int]]:
@@ -25,7 +25,8 @@ def test_sampler_matches_generate_and_learner() -> None:
     outs = {}
     for name in ("hf-generate", "hf"):
         torch.manual_seed(0)
-        outs[name] = make_engine(name, model=model, tokenizer=tok).generate(
+        kw = {"draw": multinomial_tokens} if name == "hf" else {}  # generate's random stream, for equal samples
+        outs[name] = make_engine(name, model=model, tokenizer=tok, **kw).generate(
             prompts, SamplingParams(n=4, max_new_tokens=6)
         )
     a, b = outs["hf-generate"], outs["hf"]
@@ -100,3 +101,26 @@ def test_min_new_tokens_holds_eos_back_on_both_hf_engines() -> None:
         lengths = out.completion_mask.sum(1)
         assert int(lengths.min()) >= 3, (name, lengths.tolist())  # ... but not before 3 tokens
         assert int(lengths.max()) <= 6
+
+
+def test_inverse_cdf_draw_has_the_distribution_and_skips_zero_probability() -> None:
+    torch.manual_seed(0)
+    p = torch.tensor([0.5, 0.3, 0.0, 0.15, 0.05, 0.0])
+    n = 200_000
+    tok = sample_tokens(p.log().expand(n, -1))
+    freq = torch.bincount(tok, minlength=6).double() / n
+    assert int(freq[2] * n) == 0 and int(freq[5] * n) == 0  # probability 0: never drawn, also as the last token
+    se = (p.double() * (1 - p.double()) / n).sqrt()
+    assert bool(((freq - p.double()).abs() <= 5 * se + 1e-12).all()), freq  # within 5 standard errors
+
+
+def test_default_sampler_log_probs_are_the_learners() -> None:
+    model, tok = load_model_and_tokenizer("tiny")
+    torch.manual_seed(1)
+    out = make_engine("hf", model=model, tokenizer=tok).generate(_prompts(tok), SamplingParams(n=4, max_new_tokens=6))
+    lp, _, _ = completion_forward(
+        model, out.prompt_ids, out.prompt_mask, out.completion_ids, out.completion_mask.float()
+    )
+    m = out.completion_mask.bool()
+    assert int(m.sum()) == 72
+    assert float((lp.detach() - out.sampler_logp)[m].abs().max()) < 1e-4
