@@ -1,95 +1,146 @@
-"""Seconds per step of TRL's GRPOTrainer on the same config as `bench/step_throughput.py` (SmolLM2-135M-Instruct,
-4 prompts x 8 samples x 48 max new tokens, single-digit addition, fp32 on this CPU), for a same-hardware ratio.
+"""The TRL side of `bench/vs_trl.py`: TRL's GRPOTrainer on the benchmark config (SmolLM2-135M-Instruct, the add1
+prompts, 4 prompts x 8 samples x `max_new` tokens, forced to `min_new` through `generation_kwargs`), timed per step.
 
-TRL is not a grpokit dependency; run this with a separate environment that has it, e.g.
+TRL comes from the `bench` extra (`pip install 'grpokit[bench]'`). grpokit is used only to find the embedded model
+directory, the add1 prompts and the exact-answer reward (pure Python), so both frameworks train on the same thing.
 
-    python3 -m venv /tmp/trlvenv && /tmp/trlvenv/bin/pip install torch==2.13.0 && /tmp/trlvenv/bin/pip install trl
-    HF_HUB_OFFLINE=1 PYTHONPATH=src /tmp/trlvenv/bin/python bench/trl_compare.py --steps 4
-
-It uses grpokit only to find the embedded model directory and the add1 prompts (both pure Python).
+Per step it records the whole step (TrainerCallback on_step_begin -> on_step_end, which includes the optimizer step)
+and, by wrapping the trainer's own methods on the instance, the time in `_generate` (sampling), in
+`_generate_and_score_completions` minus `_generate` (rewards, advantages, any log-prob passes), in
+`training_step` minus both (the loss forward and backward), and the rest of the step (the optimizer step).
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+PRECISIONS = {"bf16": True, "fp32": False}  # TRL's bf16 flag: autocast to bf16 over fp32 weights
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=4, help="measured steps (after one warm-up step)")
-    ap.add_argument("--loss-type", default="dapo")
-    ap.add_argument("--min-new-tokens", type=int, default=0, help="force completions to at least this length")
-    args = ap.parse_args()
+def _timed(obj: Any, name: str, acc: dict[str, float]) -> None:
+    """Replace obj.name by a wrapper that adds its wall time to acc[name]."""
+    fn = getattr(obj, name)
 
-    import torch
-    import trl
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            acc[name] = acc.get(name, 0.0) + time.perf_counter() - t0
+
+    setattr(obj, name, wrapper)
+
+
+def _dataset_and_reward() -> tuple[Any, Callable[..., list[float]]]:
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
 
-    from grpokit.data import get_task
-    from grpokit.models import ensure_embedded_model
+    from grpokit.data import Example, get_task
     from grpokit.rewards import load_reward
 
-    path = ensure_embedded_model()
-    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
     examples = get_task("add1").examples("train", None, 0)
     ds = Dataset.from_list([{"prompt": [{"role": "user", "content": e.prompt}], "answer": e.answer} for e in examples])
     exact = load_reward("exact_numeric")
 
-    def reward(completions, answer, **kw):
+    def reward(completions: list[Any], answer: list[str], **kw: Any) -> list[float]:
         texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
-        from grpokit.data import Example
-
         return exact(texts, [Example(prompt="", answer=a) for a in answer])
 
-    times: list[float] = []
+    return ds, reward
+
+
+def _grpo_config(out: str, steps: int, precision: str, vllm: bool, min_new: int, max_new: int, loss: str) -> Any:
+    from trl import GRPOConfig
+
+    if min_new:  # transformers' generate takes min_new_tokens, vLLM's SamplingParams min_tokens
+        gen_kwargs: dict[str, Any] | None = {"min_tokens" if vllm else "min_new_tokens": min_new}
+    else:
+        gen_kwargs = None
+    extra: dict[str, Any] = {"use_vllm": True, "vllm_mode": "colocate"} if vllm else {}
+    return GRPOConfig(
+        output_dir=out,
+        per_device_train_batch_size=32,
+        num_generations=8,
+        max_completion_length=max_new,
+        gradient_accumulation_steps=1,
+        learning_rate=2e-5,
+        beta=0.0,
+        loss_type=loss,
+        temperature=1.0,
+        logging_steps=1,
+        max_steps=steps,
+        report_to=[],
+        use_cpu=True,
+        bf16=PRECISIONS[precision],
+        save_strategy="no",
+        seed=0,
+        generation_kwargs=gen_kwargs,
+        **extra,
+    )
+
+
+def run_trl(
+    steps: int, precision: str, *, vllm: bool = False, min_new: int = 48, max_new: int = 48, loss: str = "dapo"
+) -> tuple[list[dict[str, float]], dict[str, Any]]:
+    """`steps` TRL steps (the first is the warm-up, dropped); returns per-step rows and run facts."""
+    if vllm:  # the same KV-cache bound grpokit's vLLM engine uses on CPU (rollout.vllm_kv_cache_gib=2)
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    import torch
+    import trl
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import GRPOTrainer
+
+    from grpokit.models import ensure_embedded_model
+
+    t_start = time.perf_counter()
+    path = ensure_embedded_model()
+    tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
+    ds, reward = _dataset_and_reward()
+    acc: dict[str, float] = {}
+    rows: list[dict[str, float]] = []
+    lengths: list[float] = []
 
     class Timer(TrainerCallback):
-        def on_step_begin(self, *a, **k):
+        def on_step_begin(self, *a: Any, **k: Any) -> None:
+            acc.clear()
             self.t = time.perf_counter()
 
-        def on_step_end(self, *a, **k):
-            times.append(time.perf_counter() - self.t)
+        def on_step_end(self, *a: Any, **k: Any) -> None:
+            rows.append({"step": time.perf_counter() - self.t, **acc})
+
+        def on_log(self, *a: Any, logs: dict[str, float] | None = None, **k: Any) -> None:
+            if logs and "completions/mean_length" in logs:
+                lengths.append(float(logs["completions/mean_length"]))
 
     with tempfile.TemporaryDirectory() as out:
-        cfg = GRPOConfig(
-            output_dir=out,
-            per_device_train_batch_size=32,
-            num_generations=8,
-            max_completion_length=48,
-            gradient_accumulation_steps=1,
-            learning_rate=2e-5,
-            beta=0.0,
-            loss_type=args.loss_type,
-            temperature=1.0,
-            logging_steps=1,
-            max_steps=args.steps + 1,
-            report_to=[],
-            use_cpu=True,
-            bf16=False,
-            save_strategy="no",
-            seed=0,
-            generation_kwargs={"min_new_tokens": args.min_new_tokens} if args.min_new_tokens else None,
-        )
+        cfg = _grpo_config(out, steps, precision, vllm, min_new, max_new, loss)
         trainer = GRPOTrainer(
             model=model, reward_funcs=reward, args=cfg, train_dataset=ds, processing_class=tok, callbacks=[Timer()]
         )
+        for name in ("_generate", "_generate_and_score_completions", "training_step"):
+            _timed(trainer, name, acc)
+        setup = time.perf_counter() - t_start
         trainer.train()
-    measured = times[1:]
-    print(
-        f"TRL {trl.__version__} GRPOTrainer, loss_type={args.loss_type}, 4 prompts x 8 samples x 48 max new tokens, "
-        f"fp32, torch threads {torch.get_num_threads()}"
-    )
-    print(f"seconds per step: {[round(t, 2) for t in measured]}  median {statistics.median(measured):.2f}")
+    for r, length in zip(rows, lengths):
+        r["tokens"] = 32 * length
+    facts = {"framework": f"TRL {trl.__version__}", "precision": precision, "setup_s": setup}
+    return [_phases(r) for r in rows[1:]], facts
 
 
-if __name__ == "__main__":
-    main()
+def _phases(r: dict[str, float]) -> dict[str, float]:
+    """A TRL step row in the table's phases (see the module docstring)."""
+    gen = r.get("_generate", 0.0)
+    prep = r.get("_generate_and_score_completions", 0.0)
+    train = r.get("training_step", 0.0)
+    return {
+        "step": r["step"],
+        "generate": gen,
+        "score": prep - gen,
+        "fwd+bwd": train - prep,
+        "optimizer": r["step"] - train,  # the optimizer step, gradient clipping, scheduler, callbacks
+        "tokens": r.get("tokens", float("nan")),
+    }
