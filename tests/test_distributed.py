@@ -32,27 +32,36 @@ def _torchrun(n: int, *args: str, timeout: int = 600) -> subprocess.CompletedPro
     return subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=timeout, cwd=ROOT)
 
 
-@pytest.mark.parametrize("recipe", ["grpo", "dapo"])
-def test_two_processes_update_equals_one_process(recipe: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("recipe", "sharding"), [("grpo", "ddp"), ("dapo", "ddp"), ("dapo", "fsdp2")])
+def test_two_processes_update_equals_one_process(recipe: str, sharding: str, tmp_path: Path) -> None:
+    """DDP (whole policy per rank) and FSDP2 (learner sharded over the ranks, its replica refreshed after the
+    step) both give the 1-process update."""
     one = subprocess.run(
         [sys.executable, str(SCRIPT), str(tmp_path), recipe, "4"], capture_output=True, text=True, env=_env()
     )
     assert one.returncode == 0, one.stderr[-3000:]
-    two = _torchrun(2, str(SCRIPT), str(tmp_path), recipe, "4")
+    two = _torchrun(2, str(SCRIPT), str(tmp_path), recipe, "4", sharding)
     assert two.returncode == 0, two.stderr[-3000:]
-    ref = torch.load(tmp_path / "params_rank0_of1.pt")
-    r0, r1 = (torch.load(tmp_path / f"params_rank{r}_of2.pt") for r in (0, 1))
+    ref = torch.load(tmp_path / "params_ddp_rank0_of1.pt")
+    r0, r1 = (torch.load(tmp_path / f"params_{sharding}_rank{r}_of2.pt") for r in (0, 1))
+    from grpokit.models import load_model_and_tokenizer
+
+    init = dict(load_model_and_tokenizer("tiny", dtype="fp32", device="cpu", seed=0)[0].named_parameters())
     moved = 0.0
     for name, p in ref.items():
-        assert torch.equal(r0[name], r1[name]), name  # DDP: every rank holds the same weights
+        assert torch.equal(r0[name], r1[name]), name  # every rank's policy holds the same weights
         assert float((r0[name] - p).abs().max()) <= 1e-5, (name, float((r0[name] - p).abs().max()))
-        moved = max(moved, float(p.abs().max()))
-    assert moved > 0
+        moved = max(moved, float((p - init[name].detach()).abs().max()))
+    assert moved > 1e-4  # the update moved the weights far more than the tolerance
 
 
-def test_torchrun_train_writes_one_log_and_resumes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sharding", ["ddp", "fsdp2"])
+def test_torchrun_train_writes_one_log_and_resumes(sharding: str, tmp_path: Path) -> None:
     out = tmp_path / "run"
     sets = [
+        f"train.sharding={sharding}",
+        "model.precision=fp32",  # the mismatch bound below is fp32's
+        "train.lr=1e-3",  # weights move enough that a learner left at its initial weights would show
         "rollout.prompts_per_step=4",
         "rollout.group_size=4",
         "rollout.max_new_tokens=6",
@@ -75,6 +84,8 @@ def test_torchrun_train_writes_one_log_and_resumes(tmp_path: Path) -> None:
     steps = [r["step"] for r in rows if "time/generate" in r]
     assert steps == [1, 2, 3]  # one writer, nothing duplicated by the resume
     assert all(r["train/batch_size"] == 16 for r in rows if "time/generate" in r)  # global: 4 prompts x 4
+    # the resumed learner holds the checkpoint's weights: its log-probs equal the sampler's (the restored policy's)
+    assert [r["mismatch/abs_diff_mean"] < 1e-4 for r in rows if "time/generate" in r] == [True] * 3, rows
     info = json.loads((out / "run.json").read_text())
     assert info["world_size"] == 2
 
@@ -122,3 +133,17 @@ def test_global_metrics_sum_counts_and_average_the_rest() -> None:
     ]
     m = reduce_metrics(rows)
     assert m == {"train/batch_size": 16.0, "reward/mean": pytest.approx(0.4), "time/step": 5.0}
+
+
+def test_sharding_choices_are_the_registered_strategies() -> None:
+    """`train.sharding` accepts exactly the registered strategies, refuses others and FSDP2 with LoRA by name."""
+    from grpokit.config import ConfigError, build_config
+    from grpokit.sharding import SHARDINGS
+
+    assert sorted(SHARDINGS) == ["ddp", "fsdp2"]
+    for name in SHARDINGS:
+        assert build_config("grpo", overrides=[f"train.sharding={name}"]).train.sharding == name
+    with pytest.raises(ConfigError, match=r"train.sharding='zero3'.*ddp or fsdp2"):
+        build_config("grpo", overrides=["train.sharding=zero3"])
+    with pytest.raises(ConfigError, match=r"train.sharding.*LoRA.*train.sharding=ddp"):
+        build_config("grpo", overrides=["train.sharding=fsdp2", "model.lora_r=8"])

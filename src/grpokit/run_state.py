@@ -37,6 +37,7 @@ def save(t: Any) -> Path:
     }
     if t.autopilot is not None:
         state["autopilot"] = t.autopilot.state_dict()
+    optimizer = _Saved(t.sharding.optimizer_state(t.optimizer).state_dict())  # FSDP2: gathered on every rank
     if t.info.world > 1:  # each rank's own prompt position and RNG, written by rank 0
         state["ranks"] = all_gather_objects(rank_state(t), t.info)
         if not t.info.is_main:
@@ -46,7 +47,7 @@ def save(t: Any) -> Path:
         t.run_dir,
         t.step,
         modules=modules(t),
-        optimizer=t.optimizer,
+        optimizer=optimizer,
         scheduler=t.scheduler,
         state=state,
         keep=t.cfg.train.keep_checkpoints,
@@ -56,6 +57,16 @@ def save(t: Any) -> Path:
     )
     barrier(t.info)
     return path
+
+
+class _Saved:
+    """A state dict taken once (collectively, on every rank) for the rank that writes the checkpoint."""
+
+    def __init__(self, sd: dict[str, Any]) -> None:
+        self.sd = sd
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.sd
 
 
 def rank_state(t: Any) -> dict[str, Any]:
@@ -83,7 +94,7 @@ def restore_rank(t: Any, st: dict[str, Any]) -> None:
 def restore(t: Any, path: Path | None = None) -> int:
     """Load checkpoint `path`, or the newest readable one (an unreadable newer one is moved aside, said in one
     line); returns its step, 0 when there is none."""
-    parts = {"modules": modules(t), "optimizer": t.optimizer, "scheduler": t.scheduler}
+    parts = {"modules": modules(t), "optimizer": t.sharding.optimizer_state(t.optimizer), "scheduler": t.scheduler}
     parts["extra"] = extra_state(t)
     if path is None and t.info.world > 1:  # rank 0 picks (and moves aside a corrupt one); all load that
         found = load_latest(t.run_dir, **parts) if t.info.is_main else None
@@ -108,6 +119,7 @@ def restore(t: Any, path: Path | None = None) -> int:
     if t.autopilot is not None and st.get("autopilot"):
         # the interventions made before the checkpoint stay in force, and count against the budget
         t.autopilot.load_state_dict(st["autopilot"])
+    t.sharding.after_restore()  # FSDP2: the sharded learner takes the restored weights
     t.engine.sync_weights(t.model)
     if t.log is not None:
         t.log.truncate_after(t.step)

@@ -29,7 +29,6 @@ from .distributed import (
     DistInfo,
     global_metrics,
     local_prompt_count,
-    wrap_ddp,
 )
 from .evaluation import evaluate
 from .kl_placement import make_placement
@@ -46,6 +45,7 @@ from .phases.value_pretrain import pretrain_critic
 from .reference import make_reference
 from .runlog import RunLog
 from .session import Session, open_session
+from .sharding import make_sharding
 
 
 def lr_lambda(schedule: str, warmup: int, total: int):
@@ -107,11 +107,11 @@ class Trainer:
             self.critic_opt = CriticOptimizer(
                 self.critic, self.critic_cfg, (cfg.train.adam_beta1, cfg.train.adam_beta2)
             )
-        self.optimizer, self.scheduler = self._policy_optimizer()
+        self.sharding = make_sharding(cfg.train.sharding, self.model, self.info)  # before the optimizer: FSDP2
+        self.optimizer, self.scheduler = self._policy_optimizer()  # steps the learner's (maybe sharded) parameters
         self.kl_ctl = make_kl_controller(a)
         self.ent_coef = algos.EntropyCoef(a.entropy_coef, a.entropy_target, a.entropy_coef_lr)
         self.stream = PromptStream(len(self.train_examples), cfg.train.seed, rank=self.info.rank, world=self.info.world)
-        self.ddp = wrap_ddp(self.model, self.info) if self.info.world > 1 else None
         self.log = RunLog(self.run_dir, report_to=cfg.train.report_to) if self.info.rank == 0 else None
         self.step = 0
         self.group_counter = 0
@@ -172,8 +172,8 @@ class Trainer:
 
     def _policy_optimizer(self) -> tuple[torch.optim.Optimizer, Any]:
         t = self.cfg.train
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=t.lr, betas=(t.adam_beta1, t.adam_beta2), weight_decay=t.weight_decay)
+        betas = (t.adam_beta1, t.adam_beta2)
+        opt = torch.optim.AdamW(self.sharding.parameters(), lr=t.lr, betas=betas, weight_decay=t.weight_decay)
         sched = lr_lambda(t.lr_schedule, t.warmup_steps, t.steps * t.epochs * t.mini_batches)
         return opt, torch.optim.lr_scheduler.LambdaLR(opt, sched)
 
@@ -195,7 +195,7 @@ class Trainer:
             critic_opt=self.critic_opt,
             info=self.info,
             on_phase=self.on_phase,
-            ddp=self.ddp,
+            sharding=self.sharding,
         )
 
     # -------------------------------------------------------------------------------------------- phases

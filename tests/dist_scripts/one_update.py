@@ -2,7 +2,8 @@
 
 Every process samples the same global batch (same weights, same seed, the plain prompt stream); rank r of W
 keeps prompts [r*k/W, (r+1)*k/W) (whole groups) and runs grpokit's advantage and update phases on them; the
-updated parameters are saved to OUT/params_rank{r}.pt. `tests/test_distributed.py` compares them with a
+updated parameters (of the policy: under FSDP2 the replica the sharded learner refreshes) are saved to
+OUT/params_{sharding}_rank{r}_of{W}.pt. `tests/test_distributed.py` compares them with a
 1-process run on the whole batch."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from grpokit.phases.rollout import PromptStream
 from grpokit.trainer import Trainer
 
 
-def main(out: str, recipe: str, prompts: int) -> None:
+def main(out: str, recipe: str, prompts: int, sharding: str = "ddp") -> None:
     cfg = build_config(
         recipe,
         overrides=[
@@ -34,6 +35,7 @@ def main(out: str, recipe: str, prompts: int) -> None:
             "train.lr=1e-3",
             "reward.functions=[toy_rewards:vowel_frac]",
             "algo.dynamic_sampling=false",
+            f"train.sharding={sharding}",
         ],
     )
     trainer = Trainer(cfg, Path(out) / f"run{trainer_rank()}")
@@ -50,7 +52,7 @@ def main(out: str, recipe: str, prompts: int) -> None:
     m = trainer.update(shard, timings)
     assert m.get("train/skipped_update", 0.0) == 0.0, m
     params = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
-    torch.save(params, Path(out) / f"params_rank{info.rank}_of{info.world}.pt")
+    torch.save(params, Path(out) / f"params_{sharding}_rank{info.rank}_of{info.world}.pt")
     trainer.rewards.close()
 
 
@@ -61,7 +63,7 @@ def trainer_rank() -> int:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:5])
     import torch.distributed as dist
 
     if dist.is_initialized():

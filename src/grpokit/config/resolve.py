@@ -62,6 +62,12 @@ def value_checks(cfg: Config) -> list[tuple[str, bool, str]]:
         ("train.mini_batches", t.mini_batches >= 1, "use 1 or more"),
         ("train.micro_batch_size", t.micro_batch_size >= 1, "use 1 or more"),
         ("train.lr_schedule", t.lr_schedule in ("constant", "linear", "cosine"), "use constant, linear or cosine"),
+        ("train.sharding", t.sharding in ("ddp", "fsdp2"), "use ddp or fsdp2 (grpokit/sharding.py)"),
+        (
+            "train.sharding",
+            not (t.sharding == "fsdp2" and cfg.model.lora_r > 0),
+            "fsdp2 shards a full model; a LoRA run (model.lora_r > 0) trains a small adapter: use train.sharding=ddp",
+        ),
         (
             "model.precision",
             cfg.model.precision in ("auto", "fp32", "bf16-autocast", "bf16"),

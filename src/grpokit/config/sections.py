@@ -94,6 +94,7 @@ class TrainConfig:
     epochs: int = 1
     mini_batches: int = 1
     micro_batch_size: int = 32
+    sharding: str = "ddp"  # torchrun (world > 1): ddp | fsdp2 (grpokit/sharding.py); one process trains in place
     eval_every: int = 10
     save_every: int = 25
     keep_checkpoints: int = 2

@@ -23,6 +23,7 @@ from ..critic import Critic, CriticOptimizer
 from ..distributed import DistInfo, all_reduce_grads, all_reduce_sum, any_rank
 from ..learner import completion_forward
 from ..reference import Reference
+from ..sharding import Sharding
 from .advantage import micro_batches
 
 
@@ -52,17 +53,18 @@ class Learner:
     critic_opt: CriticOptimizer | None = None
     info: DistInfo = field(default_factory=DistInfo)
     on_phase: Callable[..., None] | None = None
-    ddp: torch.nn.Module | None = None  # the policy's training forward wrapped in torch DDP (world > 1)
+    sharding: Sharding | None = None  # how the learner is laid out over ranks (`grpokit.sharding`)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """The training forward (through DDP when there are several ranks, so it can sum gradients)."""
-        if self.ddp is not None:
-            return self.ddp(*args, **kwargs)
+        """The training forward (through DDP or FSDP2 when there are several ranks, so gradients are summed)."""
+        wrapped = self.sharding.train_module if self.sharding is not None else None
+        if wrapped is not None:
+            return wrapped(*args, **kwargs)
         return completion_forward(self.model, *args, **kwargs)
 
     def sync_context(self, last: bool) -> contextlib.AbstractContextManager:
-        """Gradient accumulation: DDP reduces only on the last micro-batch of an optimizer step."""
-        return self.ddp.no_sync() if (self.ddp is not None and not last) else contextlib.nullcontext()
+        """Gradient accumulation: gradients are reduced over ranks only on the last micro-batch of a step."""
+        return self.sharding.sync_context(last) if self.sharding is not None else contextlib.nullcontext()
 
 
 @dataclass
@@ -179,8 +181,12 @@ def _mini_batch(
     if train_policy:
         params = [p for g in lr.optimizer.param_groups for p in g["params"]]
         grad_norm = torch.nn.utils.clip_grad_norm_(params, lr.train.max_grad_norm)
+        if lr.sharding is not None:
+            grad_norm = lr.sharding.grad_norm(grad_norm)
         if torch.isfinite(grad_norm):
             lr.optimizer.step()
+            if lr.sharding is not None:
+                lr.sharding.after_optimizer_step()  # FSDP2: the sampling replica gets the new weights
         lr.scheduler.step()
         lr.reference.after_optimizer_step(lr.model)
         agg[mn.TRAIN_GRAD_NORM] = float(grad_norm)
