@@ -32,9 +32,29 @@ def evaluate(session: Session, n_samples: int = 1, *, seed: int = 0) -> dict[str
     res = session.rewards.score(out.texts, examples, completion_ids=completion_id_lists(out))
     acc = torch.tensor(res.accuracy, dtype=torch.float64).nan_to_num(0.0)
     return {
+        **pass_at_k(out.prompt_index, acc >= 0.5),
         mn.EVAL_ACCURACY: float(acc.mean()),
         mn.EVAL_LENGTH: float(out.lengths.double().mean()),
         mn.EVAL_TRUNCATION_RATE: float(out.truncated.double().mean()),
         mn.EVAL_N: float(len(out.texts)),
         mn.TIME_EVAL: time.perf_counter() - t0,
     }
+
+
+def pass_at_k(prompt_index: torch.Tensor, correct: torch.Tensor) -> dict[str, float]:
+    """`eval/pass@k` for k = 1, 2, 4, ... up to the samples per prompt (when there are several): the unbiased
+    estimator of Chen et al. (2021), pass@k = mean over prompts of 1 - C(n - c, k) / C(n, k), for a prompt's n
+    samples of which c are correct."""
+    from math import comb
+
+    counts: dict[int, list[int]] = {}
+    for i, ok in zip(prompt_index.tolist(), correct.tolist()):
+        counts.setdefault(int(i), []).append(int(ok))
+    n = min((len(v) for v in counts.values()), default=0)
+    out: dict[str, float] = {}
+    k = 1
+    while n > 1 and k <= n:
+        vals = [1.0 - comb(len(v) - sum(v), k) / comb(len(v), k) for v in counts.values()]
+        out[f"{mn.EVAL_PASS_AT}{k}"] = sum(vals) / len(vals)
+        k *= 2
+    return out

@@ -141,6 +141,7 @@ EVAL_ACCURACY = "eval/accuracy"  # held-out accuracy
 EVAL_LENGTH = "eval/length"  # held-out mean response length
 EVAL_TRUNCATION_RATE = "eval/truncation_rate"  # held-out share of truncated responses
 EVAL_N = "eval/n"  # held-out samples evaluated
+EVAL_PASS_AT = "eval/pass@"  # + k: held-out pass@k (unbiased estimator), with several samples per prompt
 
 # --- monitor ---------------------------------------------------------------------------------------------------
 ALERTS_ACTIVE = "alerts/active"  # detectors currently alerting
