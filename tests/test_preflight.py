@@ -39,6 +39,18 @@ def test_zero_variance_matches_binomial_formula() -> None:
     assert math.isnan(zero_variance([], 4)["zero_variance"])
 
 
+def test_zero_variance_from_counts_is_unbiased_up_to_the_sampled_group_size() -> None:
+    """From n sampled answers, G <= n is forecast without the plug-in's bias: at G = n it is the observed share."""
+    rates = [0 / 8, 1 / 8, 4 / 8, 8 / 8]  # counts 0, 1, 4, 8 of n = 8
+    at_n = zero_variance(rates, 8, samples=8)
+    assert at_n["zero_variance"] == pytest.approx(2 / 4)  # the all-wrong and the all-correct prompt
+    assert zero_variance(rates, 8)["zero_variance"] > 0.58  # plug-in: (7/8)^8 = 0.34 counted for the 1-of-8 prompt
+    g4 = zero_variance(rates, 4, samples=8)  # draws of 4 of the 8 without replacement
+    assert g4["all_wrong"] == pytest.approx((1 + math.comb(7, 4) / 70 + math.comb(4, 4) / 70) / 4)
+    assert g4["all_correct"] == pytest.approx((math.comb(4, 4) / 70 + 1) / 4)
+    assert zero_variance(rates, 16, samples=8) == zero_variance(rates, 16)  # beyond n: the plug-in
+
+
 def test_recommended_group_size() -> None:
     rates = [0.5, 0.5, 0.1, 0.9]
     table = {g: zero_variance(rates, g) for g in (2, 4, 8, 16)}

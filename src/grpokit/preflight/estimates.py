@@ -1,4 +1,4 @@
-"""Preflight's pure estimates: expected zero-variance groups per group size (binomial P(zv) = p^G + (1-p)^G),
+"""Preflight's pure estimates: expected zero-variance groups per group size (unbiased from the sampled counts),
 the recommended G, pass-rate histogram, percentiles, the entropy verdict and the recommended length limit."""
 
 from __future__ import annotations
@@ -17,13 +17,25 @@ LENGTH_MARGIN = 1.25
 CACHE_FRACTION = 0.2
 
 
-def zero_variance(pass_rates: list[float], group_size: int) -> dict[str, float]:
-    """Expected fraction of groups of `group_size` with zero reward variance: mean of p^G + (1-p)^G."""
+def zero_variance(pass_rates: list[float], group_size: int, samples: int | None = None) -> dict[str, float]:
+    """Expected fraction of groups of `group_size` with zero reward variance (spec §17.1's ZV, forecast).
+
+    Each prompt's pass rate p = c/n was measured on n = `samples` samples. For G <= n the forecast is unbiased:
+    P(all G correct) = C(c, G) / C(n, G), P(all G wrong) = C(n - c, G) / C(n, G) (drawing G of the n without
+    replacement). The plug-in p^G + (1-p)^G, used when `samples` is None or G > n, overstates it: at G = n a
+    prompt with one correct sample of 8 gives (7/8)^8 = 0.34 though none of its groups of 8 was zero-variance.
+    Returns the means over prompts."""
     n = len(pass_rates)
     if n == 0:
         return {"all_correct": math.nan, "all_wrong": math.nan, "zero_variance": math.nan}
-    correct = sum(p**group_size for p in pass_rates) / n
-    wrong = sum((1 - p) ** group_size for p in pass_rates) / n
+    if samples is not None and group_size <= samples:
+        total = math.comb(samples, group_size)
+        hits = [round(p * samples) for p in pass_rates]
+        correct = sum(math.comb(c, group_size) for c in hits) / total / n
+        wrong = sum(math.comb(samples - c, group_size) for c in hits) / total / n
+    else:
+        correct = sum(p**group_size for p in pass_rates) / n
+        wrong = sum((1 - p) ** group_size for p in pass_rates) / n
     return {"all_correct": correct, "all_wrong": wrong, "zero_variance": correct + wrong}
 
 

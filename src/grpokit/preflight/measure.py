@@ -111,7 +111,7 @@ def _measure(session: Any, n_prompts: int, progress: Progress | None = None) -> 
     out, res = _sample_and_score(session, idx, examples, timings, progress)
     n = len(examples)
     pass_rates, observed_zv = _pass_rates(res, n, g)
-    table = {s: zero_variance(pass_rates, s) for s in sorted(set(GROUP_SIZES) | {g})}
+    table = {s: zero_variance(pass_rates, s, samples=g) for s in sorted(set(GROUP_SIZES) | {g})}
     say(f"scored {len(out.texts)} completions in {timings['score']:.1f} s; token entropies (no-grad forward)")
     ents, timings["forward"] = _entropy_pass(session, out)
     say("timing a training-shaped forward+backward and an optimizer step")
