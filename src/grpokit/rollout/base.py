@@ -128,25 +128,41 @@ class SharedModelEngine:
         """The RolloutOutput of sampled `comp` [N,T] for the N (expanded) `prompts`: the response mask runs up to
         and including the first EOS; a response without EOS is truncated; sampler log-probs are masked."""
         cmask, has_eos = completion_mask_from_ids(comp, self.eos_ids)
-        lengths = cmask.sum(1)
-        pids, pmask = left_pad(prompts, self.pad_id)
-        texts = [
-            self.tokenizer.decode(comp[i, : int(lengths[i])].tolist(), skip_special_tokens=True)
-            for i in range(len(prompts))
-        ]
-        return RolloutOutput(
-            prompt_ids=pids,
-            prompt_mask=pmask,
-            completion_ids=comp,
-            completion_mask=cmask,
-            sampler_logp=samp * cmask,
-            eos=has_eos,
-            truncated=~has_eos,
-            prompt_index=index,
-            texts=texts,
-            gen_tokens=int(lengths.sum()),
-            seconds=time.perf_counter() - t0,
-        )
+        return assemble_output(self.tokenizer, self.pad_id, prompts, index, comp, samp, cmask, has_eos, t0)
+
+
+def assemble_output(
+    tokenizer: object,
+    pad_id: int,
+    prompts: list[list[int]],
+    index: torch.Tensor,
+    comp: torch.Tensor,
+    samp: torch.Tensor,
+    cmask: torch.Tensor,
+    has_eos: torch.Tensor,
+    t0: float,
+) -> RolloutOutput:
+    """The RolloutOutput of completions `comp` [N,T] with response mask `cmask` [N,T] (a prefix of each row) and
+    EOS flags `has_eos` [N], for the N (expanded) `prompts` of `index`: prompts left-padded with `pad_id`, texts
+    decoded from each row's masked prefix, a row without EOS truncated, sampler log-probs `samp` masked."""
+    lengths = cmask.sum(1)
+    pids, pmask = left_pad(prompts, pad_id)
+    texts = [
+        tokenizer.decode(comp[i, : int(lengths[i])].tolist(), skip_special_tokens=True) for i in range(len(prompts))
+    ]
+    return RolloutOutput(
+        prompt_ids=pids,
+        prompt_mask=pmask,
+        completion_ids=comp,
+        completion_mask=cmask,
+        sampler_logp=samp * cmask,
+        eos=has_eos,
+        truncated=~has_eos,
+        prompt_index=index,
+        texts=texts,
+        gen_tokens=int(lengths.sum()),
+        seconds=time.perf_counter() - t0,
+    )
 
 
 ENGINES: dict[str, Callable[..., RolloutEngine]] = {}

