@@ -56,9 +56,7 @@ class Divergence(Detector):
         if found is None:
             return False, None
         message, evidence = found
-        return True, Alert(
-            self.mode, self.name, step, step, "critical", message, evidence, self._fix(), self._actions()
-        )
+        return True, self.new_alert(step, "critical", message, evidence, self._fix(), self._actions())
 
     def _nonfinite_sign(self, m: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
         loss, grad = _value(m, mn.TRAIN_NONFINITE_LOSS), _value(m, mn.TRAIN_NONFINITE_GRAD)

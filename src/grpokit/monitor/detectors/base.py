@@ -68,6 +68,32 @@ class Detector:
         """Return (condition holds now, alert describing it now)."""
         raise NotImplementedError
 
+    def new_alert(
+        self,
+        step: int,
+        severity: str,
+        message: str,
+        evidence: dict[str, Any],
+        fix: str,
+        actions: list[str] | None = None,
+        *,
+        onset: int | None = None,
+        mode: str | None = None,
+    ) -> Alert:
+        """An alert of this detector confirmed at `step`, of its own mode unless `mode` is given, that started at
+        `onset` (`step` when None) and offers `actions` (none when None)."""
+        return Alert(
+            self.mode if mode is None else mode,
+            self.name,
+            step if onset is None else onset,
+            step,
+            severity,
+            message,
+            evidence,
+            fix,
+            [] if actions is None else actions,
+        )
+
     cooldown = 10  # steps after a mode clears before the same detector may alert again (no alert spam)
 
     def observe(self, step: int, m: dict[str, Any]) -> Alert | None:

@@ -64,16 +64,14 @@ class AdvantageCollapse(Windowed):
         actions = [] if ds else ["algo.dynamic_sampling=true"]
         sev = "critical" if zv >= self.critical else "warning"
         what = "accuracy" if key == mn.ZV_ACC_FRAC else "reward"
-        return True, Alert(
-            self.mode,
-            self.name,
-            self.values.first_step(),
+        return True, self.new_alert(
             step,
             sev,
             f"{zv:.0%} of groups have zero {what} variance over the last {self.window} steps",
             ev,
             fix,
             actions,
+            onset=self.values.first_step(),
         )
 
 
@@ -175,10 +173,7 @@ class EntropyCollapse(Detector):
         if acc_key is not None and acc_v >= self.ceiling:
             ev["accuracy"] = round(acc_v, 3)
             ev["accuracy_signal"] = acc_key
-            return Alert(
-                "convergence",
-                self.name,
-                step - n + 1,
+            return self.new_alert(
                 step,
                 "info",
                 f"token entropy {h:.3f} has been {why} for {n} steps with accuracy at {acc_v:.0%}: the policy has "
@@ -186,11 +181,12 @@ class EntropyCollapse(Detector):
                 ev,
                 "the task is solved for this model: stop here, or train on harder data (grpokit preflight filters "
                 "always-solved prompts); if the task needs diverse answers, treat it as entropy collapse",
-                [],
+                onset=step - n + 1,
+                mode="convergence",
             )
         fix, actions = self._fix()
         msg = f"token entropy {h:.3f} has been {why} for {n} steps"
-        return Alert(self.mode, self.name, step - n + 1, step, "critical", msg, ev, fix, actions)
+        return self.new_alert(step, "critical", msg, ev, fix, actions, onset=step - n + 1)
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         self.range.update(m)
@@ -217,15 +213,12 @@ class EntropyCollapse(Detector):
             and not self.missing_reported
         ):
             self.missing_reported = True  # §17.7: a NaN entropy resets the counter and is reported once
-            return Alert(
-                "entropy metric missing",
-                self.name,
-                step,
+            return self.new_alert(
                 step,
                 "warning",
                 f"token entropy is {m[mn.ENTROPY_TOKEN_MEAN]} at step {step}: the collapse counter was reset",
                 {mn.ENTROPY_TOKEN_MEAN: str(m[mn.ENTROPY_TOKEN_MEAN])},
                 "check the training forward logs entropy (empty response masks give NaN)",
-                [],
+                mode="entropy metric missing",
             )
         return alert

@@ -55,7 +55,7 @@ class KLDrift(Windowed):
         if last > self.kl_max:
             msg = f"KL to the reference {last:.3f} exceeds {self.kl_max}"
             ev = {"kl": round(last, 4), "signal": key}
-            return Alert(self.mode, self.name, step, step, "critical", msg, ev, fix, actions)
+            return self.new_alert(step, "critical", msg, ev, fix, actions)
         if (
             self.full()
             and len(vals) >= 2
@@ -69,7 +69,7 @@ class KLDrift(Windowed):
                 f"({last / max(vals[0], self.kl_floor):.1f}x) in {step - first + 1} steps"
             )
             ev = {"kl_first": round(vals[0], 5), "kl_last": round(last, 5), "signal": key}
-            return Alert(self.mode, self.name, first, step, "warning", msg, ev, fix, actions)
+            return self.new_alert(step, "warning", msg, ev, fix, actions, onset=first)
         return None
 
     def _penalty_dominates(self, step: int, coef: float, kl_loss: float, pg_scale: float) -> Alert | None:
@@ -84,16 +84,14 @@ class KLDrift(Windowed):
             and _slope(self.rewards.values()) <= 0
         ):
             return None
-        return Alert(
-            self.mode,
-            self.name,
-            self.dominates.first_step(),
+        return self.new_alert(
             step,
             "warning",
             "the KL penalty outweighs the policy gradient and reward has stalled",
             {"kl_coef": coef, "kl_loss": _r(kl_loss, 5), "pg_scale": _r(pg_scale, 5)},
             "lower the KL coefficient or use an adaptive controller (algo.kl_controller=adaptive)",
             ["algo.kl_coef*=0.5"],
+            onset=self.dominates.first_step(),
         )
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:

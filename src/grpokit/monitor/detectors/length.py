@@ -48,10 +48,7 @@ class LengthBias(Windowed):
             and cor > 0
             and _slope(self.vals()) > 0
         ):
-            return True, Alert(
-                self.mode,
-                self.name,
-                self.values.first_step(),
+            return True, self.new_alert(
                 step,
                 "warning",
                 f"incorrect responses ({inc:.0f} tokens) are {inc / cor:.1f}x longer than correct "
@@ -59,6 +56,7 @@ class LengthBias(Windowed):
                 {"incorrect_len": round(inc, 1), "correct_len": round(cor, 1)},
                 fix,
                 ["algo.loss_agg=token-mean"],
+                onset=self.values.first_step(),
             )
         if math.isfinite(mean):
             if len(self.first_len) < 5:
@@ -68,17 +66,14 @@ class LengthBias(Windowed):
             elif mean < self.collapse_frac * statistics.fmean(self.first_len):
                 base_acc = statistics.fmean(self.first_acc) if self.first_acc else math.nan
                 if math.isfinite(acc) and math.isfinite(base_acc) and acc <= base_acc:
-                    return True, Alert(
-                        "length collapse",
-                        self.name,
-                        step,
+                    return True, self.new_alert(
                         step,
                         "warning",
                         f"mean length fell to {mean:.0f} from {statistics.fmean(self.first_len):.0f} "
                         "tokens without any accuracy gain",
                         {"length": round(mean, 1), "accuracy": round(acc, 3), "initial_accuracy": round(base_acc, 3)},
                         "value pretraining and decoupled GAE for PPO (VC-PPO); a lower learning rate",
-                        [],
+                        mode="length collapse",
                     )
         return False, None
 
@@ -102,15 +97,13 @@ class Truncation(Windowed):
                 "(algo.soft_overlong=true), or a larger rollout.max_new_tokens"
             )
             actions = [] if self.context.get("soft_overlong") else ["algo.soft_overlong=true"]
-            return True, Alert(
-                self.mode,
-                self.name,
-                self.values.first_step(),
+            return True, self.new_alert(
                 step,
                 "warning",
                 f"{self.mean():.0%} of responses hit the length limit",
                 {"truncation_rate": round(self.mean(), 3), "now": round(vals[-1], 3)},
                 fix,
                 actions,
+                onset=self.values.first_step(),
             )
         return False, None

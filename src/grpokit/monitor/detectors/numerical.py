@@ -32,10 +32,7 @@ class Numerical(Detector):
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         # logs store a NaN loss as null (indistinguishable from "not logged"), so the trainer flags it explicitly
         if _finite(m, mn.TRAIN_NONFINITE_LOSS) > 0:
-            return True, Alert(
-                self.mode,
-                self.name,
-                step,
+            return True, self.new_alert(
                 step,
                 "critical",
                 "the loss is NaN or infinite",
@@ -44,10 +41,7 @@ class Numerical(Detector):
                 ["train.lr*=0.5"],
             )
         if _finite(m, mn.TRAIN_NONFINITE_GRAD) > 0:
-            return True, Alert(
-                self.mode,
-                self.name,
-                step,
+            return True, self.new_alert(
                 step,
                 "critical",
                 "non-finite gradient (step skipped)",
@@ -57,10 +51,7 @@ class Numerical(Detector):
             )
         g = _num(m, mn.TRAIN_GRAD_NORM)
         if g == math.inf:
-            return True, Alert(
-                self.mode,
-                self.name,
-                step,
+            return True, self.new_alert(
                 step,
                 "critical",
                 "the gradient norm is infinite",
@@ -76,10 +67,7 @@ class Numerical(Detector):
             med = statistics.median(prev)
             if g > self.grad_floor and g > self.spike * med:
                 ratio = f"{g / med:.0f}x its recent median {med:.3g}" if med > 0 else "from a recent median of 0"
-                return True, Alert(
-                    self.mode,
-                    self.name,
-                    step,
+                return True, self.new_alert(
                     step,
                     "warning",
                     f"gradient norm {g:.3g} is {ratio}",

@@ -45,31 +45,26 @@ class ClippingAnomaly(Windowed):
         ctx = self.context
         mean = statistics.fmean(self.totals.values())
         if ctx.get("policy_loss") not in self.CLIPS_BY_DESIGN and mean > self.high:
-            return True, Alert(
-                self.mode,
-                self.name,
-                self.totals.first_step(),
+            return True, self.new_alert(
                 step,
                 "warning",
                 f"{mean:.0%} of tokens are clipped: most of each update is thrown away",
                 {"clip_frac": round(mean, 3)},
                 "a lower learning rate (train.lr) or fewer epochs per batch",
                 ["train.lr*=0.5"],
+                onset=self.totals.first_step(),
             )
         off_policy = _on_policy(ctx) is False
         clip_higher = isinstance(ctx.get("eps_high"), (int, float)) and ctx["eps_high"] > (ctx.get("eps_low") or 0)
         highs = self.vals()
         if off_policy and clip_higher and self.full() and highs and max(highs) == 0.0:
-            return True, Alert(
-                self.mode,
-                self.name,
-                self.values.first_step(),
+            return True, self.new_alert(
                 step,
                 "info",
                 f"clip-higher is configured but the high clip never fired in {self.window} steps",
                 {"eps_high": ctx.get("eps_high")},
                 "eps_high may be larger than the ratios reached; that is harmless, or raise train.lr",
-                [],
+                onset=self.values.first_step(),
             )
         return False, None
 
@@ -102,10 +97,7 @@ class SamplerMismatch(Windowed):
             "abs_logp_diff_max": amax if math.isfinite(amax) else None,
         }
         actions = [] if self.context.get("is_correction") else ["algo.is_correction=token_truncate"]
-        return True, Alert(
-            self.mode,
-            self.name,
-            step,
+        return True, self.new_alert(
             step,
             "warning",
             "the sampler's log-probs disagree with the learner's (the update is off-policy)",

@@ -41,16 +41,12 @@ class NoisyReward(Windowed):
         dup = _finite(m, mn.REWARD_DUP_INCONSISTENCY)
         fix = "audit the verifier (grpokit audit-reward): noisy rewards feed false signal into every group"
         if math.isfinite(dup) and dup > 0:
-            return True, Alert(
-                self.mode,
-                self.name,
-                step,
+            return True, self.new_alert(
                 step,
                 "critical",
                 f"{dup:.0%} of repeated completions got different rewards in the same step",
                 {"dup_inconsistency": round(dup, 3)},
                 fix,
-                [],
             )
         acc_corr = _finite(m, mn.REWARD_ACC_CORR)
         acc_vals = self.acc.values()
@@ -59,16 +55,13 @@ class NoisyReward(Windowed):
             # compared over the same steps: a step with a single tiny group can correlate reward with length and
             # with correctness alike (both |r| = 1); that is not a length-tracking reward
             if not math.isfinite(acc_mean) or abs(acc_mean) < abs(self.mean()):
-                return True, Alert(
-                    self.mode,
-                    self.name,
-                    self.values.first_step(),
+                return True, self.new_alert(
                     step,
                     "warning",
                     f"reward correlates with response length (r = {self.mean():.2f}) more than with correctness",
                     {"length_corr": round(self.mean(), 3), "acc_corr": _r(acc_corr, 3)},
                     fix,
-                    [],
+                    onset=self.values.first_step(),
                 )
         for key, win in self.components.items():
             vals = win.values()
@@ -77,15 +70,12 @@ class NoisyReward(Windowed):
             c = statistics.fmean(vals)
             if abs(c) > self.corr_max and (not math.isfinite(acc_corr) or abs(acc_corr) < abs(c)):
                 name = key.removeprefix(mn.REWARD_CORR_PREFIX)
-                return True, Alert(
-                    self.mode,
-                    self.name,
-                    win.first_step(),
+                return True, self.new_alert(
                     step,
                     "warning",
                     f"reward follows its '{name}' component (r = {c:.2f}) more than correctness",
                     {f"corr_{name}": round(c, 3), "acc_corr": _r(acc_corr, 3)},
                     fix + "; lower the weight of the non-correctness reward",
-                    [],
+                    onset=win.first_step(),
                 )
         return False, None

@@ -62,10 +62,7 @@ class Saturation(Windowed):
             ev["held_out_accuracy"] = round(self.eval_acc[1], 3)
             ev["held_out_step"] = self.eval_acc[0]
         start = min(w.first_step() for w in (self.acc, self.values) if len(w))
-        return True, Alert(
-            self.mode,
-            self.name,
-            start,
+        return True, self.new_alert(
             step,
             "info",
             "the model is at its accuracy ceiling on this data: "
@@ -83,5 +80,5 @@ class Saturation(Windowed):
             ev,
             "the task is solved for this model: stop training, or move to harder data (grpokit preflight filters "
             "always-solved prompts)",
-            [],
+            onset=start,
         )

@@ -34,10 +34,7 @@ class ShortBatch(Windowed):
             if math.isfinite(solved) and (not math.isfinite(failed) or solved >= failed)
             else "the model fails nearly every prompt: filter the data to prompts it sometimes solves"
         )
-        return True, Alert(
-            self.mode,
-            self.name,
-            self.values.first_step(),
+        return True, self.new_alert(
             step,
             "warning",
             f"{self.mean():.0%} of the last {len(self.vals())} steps trained on a short batch "
@@ -50,5 +47,5 @@ class ShortBatch(Windowed):
             },
             f"{cause} (grpokit preflight shows pass rates per prompt); or raise algo.max_gen_rounds / "
             "algo.ds_oversample",
-            [],
+            onset=self.values.first_step(),
         )
