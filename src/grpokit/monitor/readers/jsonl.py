@@ -4,6 +4,7 @@ verl's and W&B's apart, and verl's JSONL file logger."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,20 +13,21 @@ from .names import VERL_NAMES
 from .values import _numeric_items, _step_of
 
 
-def _read_jsonl_objects(path: Path) -> list[dict[str, Any]]:
-    out = []
+def _jsonl_values(path: Path) -> Iterator[Any]:
+    """The JSON value of each non-blank line of `path`, in order; a line that does not parse is passed over."""
     with path.open(encoding="utf-8", errors="replace") as f:
         for line in f:
             line = line.strip()
             if not line:
                 continue
             try:
-                obj = json.loads(line)
+                yield json.loads(line)
             except (json.JSONDecodeError, RecursionError):
                 continue  # a line cut by a running writer
-            if isinstance(obj, dict):
-                out.append(obj)
-    return out
+
+
+def _read_jsonl_objects(path: Path) -> list[dict[str, Any]]:
+    return [obj for obj in _jsonl_values(path) if isinstance(obj, dict)]
 
 
 def _jsonl_rows(objs: list[dict[str, Any]], step_key: str = "step") -> RawRows:
@@ -45,33 +47,25 @@ def _jsonl_flavor(path: Path, max_lines: int = 50) -> str | None:
     names: set[str] = set()
     nested = wandb = False
     seen = 0
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
+    for obj in _jsonl_values(path):
+        if not isinstance(obj, dict):
+            return None
+        if "step" not in obj:
+            if "_step" in obj:
+                wandb = True
+                seen += 1
+                if seen >= max_lines:
+                    break
                 continue
-            try:
-                obj = json.loads(line)
-            except (json.JSONDecodeError, RecursionError):
-                continue
-            if not isinstance(obj, dict):
-                return None
-            if "step" not in obj:
-                if "_step" in obj:
-                    wandb = True
-                    seen += 1
-                    if seen >= max_lines:
-                        break
-                    continue
-                return None
-            if isinstance(obj.get("data"), dict):
-                nested = True
-                names |= set(obj["data"])
-            else:
-                names |= set(obj) - {"step"}
-            seen += 1
-            if seen >= max_lines:
-                break
+            return None
+        if isinstance(obj.get("data"), dict):
+            nested = True
+            names |= set(obj["data"])
+        else:
+            names |= set(obj) - {"step"}
+        seen += 1
+        if seen >= max_lines:
+            break
     if wandb and not names:
         return "wandb"
     if nested:
