@@ -26,12 +26,15 @@ import torch
 BUSY_SHARE = 0.6  # below this CPU share the machine was busy with another job during the measurement
 
 
-def _fwd_bwd(session: Any, out: Any, idx: torch.Tensor) -> float:
+def forward_rows(
+    session: Any, out: Any, idx: torch.Tensor | slice
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """`completion_forward` (log-probs, entropies, None) of the rows `idx` of the rollout `out` with the session's
+    model, under its autocast, at the sampling temperature."""
     from ..learner import completion_forward
 
-    t0 = time.perf_counter()
     with session.autocast():
-        logp, _, _ = completion_forward(
+        return completion_forward(
             session.model,
             out.prompt_ids[idx],
             out.prompt_mask[idx],
@@ -39,6 +42,11 @@ def _fwd_bwd(session: Any, out: Any, idx: torch.Tensor) -> float:
             out.completion_mask[idx],
             temperature=session.cfg.rollout.temperature,
         )
+
+
+def _fwd_bwd(session: Any, out: Any, idx: torch.Tensor) -> float:
+    t0 = time.perf_counter()
+    logp, _, _ = forward_rows(session, out, idx)
     mask = out.completion_mask[idx].to(logp.device).float()
     loss = -(logp.float() * mask).sum() / mask.sum().clamp(min=1)
     loss.backward()

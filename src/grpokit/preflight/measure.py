@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from ..phases.scoring import completion_id_lists
-from .cost import MachineClock, step_cost, time_update
+from .cost import MachineClock, forward_rows, step_cost, time_update
 from .estimates import (
     GROUP_SIZES,
     LOW_ENTROPY_NATS,
@@ -37,23 +37,13 @@ def _sample_indices(n_total: int, n_prompts: int, seed: int) -> list[int]:
 
 def _entropy_pass(session: Any, out: Any) -> tuple[torch.Tensor, float]:
     """Token entropies of all sampled completion tokens (full distribution, at the sampling temperature)."""
-    from ..learner import completion_forward
-
     ents, n = [], out.completion_ids.shape[0]
     t0 = time.perf_counter()
     mbs = session.cfg.train.micro_batch_size
     with torch.no_grad():
         for s in range(0, n, mbs):
             idx = slice(s, min(n, s + mbs))
-            with session.autocast():
-                _, ent, _ = completion_forward(
-                    session.model,
-                    out.prompt_ids[idx],
-                    out.prompt_mask[idx],
-                    out.completion_ids[idx],
-                    out.completion_mask[idx],
-                    temperature=session.cfg.rollout.temperature,
-                )
+            _, ent, _ = forward_rows(session, out, idx)
             ents.append(ent.float().cpu()[out.completion_mask[idx].bool()])
     return torch.cat(ents) if ents else torch.zeros(0), time.perf_counter() - t0
 
