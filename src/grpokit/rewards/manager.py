@@ -50,6 +50,13 @@ from .wire import InvalidValue, NotAList
 log = logging.getLogger(__name__)
 ISOLATION_MODES = ("auto", "process", "inline")
 MAX_ABS_VALUE = 1e6
+# the failure kind (of FAILURE_KINDS) a reward call's exception records, first match in this order
+_CALL_FAILURE_KINDS: dict[type[Exception], str] = {
+    RewardCallTimeout: "timeout",
+    RewardCallLimit: "sandbox",
+    RewardCallError: "exception",
+}
+_CALL_FAILURES = tuple(_CALL_FAILURE_KINDS)
 
 
 @dataclass
@@ -59,6 +66,11 @@ class _Reward:
     weight: float
     fn: AdaptedReward
     isolated: bool
+
+
+def _failure_kind(e: Exception) -> str:
+    """The failure kind of a reward call that raised `e` (one of `_CALL_FAILURES`): timeout, sandbox or exception."""
+    return next(kind for cls, kind in _CALL_FAILURE_KINDS.items() if isinstance(e, cls))
 
 
 def _spec_text(entry: str | RewardFn) -> str:
@@ -213,12 +225,8 @@ class RewardManager:
                 values, failures = self._values(r, out, completions)
                 return values, failures, False
             kind, msg = "wrong_count", f"returned {_count(out)} for {n} completions"
-        except RewardCallTimeout as e:
-            kind, msg = "timeout", str(e)
-        except RewardCallLimit as e:
-            kind, msg = "sandbox", str(e)
-        except RewardCallError as e:
-            kind, msg = "exception", str(e)
+        except _CALL_FAILURES as e:
+            kind, msg = _failure_kind(e), str(e)
         if n == 1:  # the batch is the sample: no need to call it again
             return [math.nan], [self._fail(r, 0, completions[0], kind, msg)], False
         reason = f"{kind}: {msg}"
@@ -242,12 +250,8 @@ class RewardManager:
                     failures.extend(fails)
                 else:
                     kind, msg = "wrong_count", f"returned {_count(out)} for 1 completion"
-            except RewardCallTimeout as e:
-                kind, msg = "timeout", str(e)
-            except RewardCallLimit as e:
-                kind, msg = "sandbox", str(e)
-            except RewardCallError as e:
-                kind, msg = "exception", str(e)
+            except _CALL_FAILURES as e:
+                kind, msg = _failure_kind(e), str(e)
             if kind:
                 failures.append(self._fail(r, i, completions[i], kind, msg))
             if len(failures) > self.max_fail_frac * n:  # the batch is lost anyway: stop waiting on it
