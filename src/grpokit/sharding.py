@@ -44,6 +44,7 @@ class Sharding:
     """One process: the policy itself is the learner, its optimizer state is the optimizer's own."""
 
     name = "none"
+    lockstep = False  # whether every forward is a collective, so all ranks must run the same number of them
 
     def __init__(self, policy: nn.Module, info: DistInfo) -> None:
         self.policy = policy
@@ -97,6 +98,8 @@ class DDPSharding(Sharding):
 class FSDP2Sharding(Sharding):
     """The learner is a copy of the policy under FSDP2 `fully_shard` (one unit per decoder layer plus the root);
     the policy is its inference replica, refreshed with the full weights after every optimizer step."""
+
+    lockstep = True
 
     def __init__(self, policy: nn.Module, info: DistInfo) -> None:
         from torch.distributed.device_mesh import init_device_mesh

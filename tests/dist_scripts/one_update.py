@@ -1,7 +1,8 @@
 """One training update on a fixed global batch, in 1 process or as one rank of a torchrun job.
 
 Every process samples the same global batch (same weights, same seed, the plain prompt stream); rank r of W
-keeps prompts [r*k/W, (r+1)*k/W) (whole groups) and runs grpokit's advantage and update phases on them; the
+keeps prompts [r*k/W, (r+1)*k/W) (whole groups; with `uneven`, rank 0 keeps all but the last prompt, so the ranks
+run different numbers of micro-batches) and runs grpokit's advantage and update phases on them; the
 updated parameters (of the policy: under FSDP2 the replica the sharded learner refreshes) are saved to
 OUT/params_{sharding}_rank{r}_of{W}.pt. `tests/test_distributed.py` compares them with a
 1-process run on the whole batch."""
@@ -18,7 +19,7 @@ from grpokit.phases.rollout import PromptStream
 from grpokit.trainer import Trainer
 
 
-def main(out: str, recipe: str, prompts: int, sharding: str = "ddp") -> None:
+def main(out: str, recipe: str, prompts: int, sharding: str = "ddp", split: str = "even") -> None:
     cfg = build_config(
         recipe,
         overrides=[
@@ -44,9 +45,12 @@ def main(out: str, recipe: str, prompts: int, sharding: str = "ddp") -> None:
     torch.manual_seed(123)
     timings: dict[str, float] = {}
     b = trainer.draw(timings, prompts)
-    k = prompts // info.world
     g = cfg.rollout.group_size
-    mine = torch.arange(info.rank * k * g, (info.rank + 1) * k * g)
+    k = prompts // info.world
+    lo, hi = info.rank * k, (info.rank + 1) * k
+    if split == "uneven" and info.world == 2:  # rank 0 all prompts but the last: fewer micro-batches on rank 1
+        lo, hi = (0, prompts - 1) if info.rank == 0 else (prompts - 1, prompts)
+    mine = torch.arange(lo * g, hi * g)
     shard = b.select(mine)
     trainer.prepare(shard, timings)
     m = trainer.update(shard, timings)
@@ -63,7 +67,7 @@ def trainer_rank() -> int:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:5])
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:6])
     import torch.distributed as dist
 
     if dist.is_initialized():

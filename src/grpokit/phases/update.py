@@ -20,7 +20,7 @@ from ..algos.aggregate import Denominators
 from ..algos.compose import AlgoConfig, LossInputs, compute_loss, loss_denominators
 from ..batch import Batch
 from ..critic import Critic, CriticOptimizer
-from ..distributed import DistInfo, all_reduce_grads, all_reduce_sum, any_rank
+from ..distributed import DistInfo, all_gather_objects, all_reduce_grads, all_reduce_sum, any_rank
 from ..learner import completion_forward
 from ..reference import Reference
 from ..sharding import Sharding
@@ -166,16 +166,18 @@ def _mini_batch(
     if lr.critic_opt is not None:
         lr.critic_opt.zero_grad()
     mets = []
-    parts = list(micro_batches(len(mbb), lr.train.micro_batch_size))
-    for i, idx in enumerate(parts):
+    parts = lockstep(list(micro_batches(len(mbb), lr.train.micro_batch_size)), lr)
+    for i, (idx, real) in enumerate(parts):
         t0 = time.perf_counter()
         with lr.sync_context(last=i == len(parts) - 1):
             loss, met = _micro_loss(lr, mbb, idx, positive, dens, outputs, mb, kl_coef, entropy_coef, train_policy)
+            loss = loss if real else loss * 0.0  # a repeat that only keeps the ranks' collectives in step
             t1 = time.perf_counter()
             loss.backward()
         clock["forward"] += t1 - t0
         clock["backward"] += time.perf_counter() - t1
-        mets.append(met)
+        if real:
+            mets.append(met)
     t0 = time.perf_counter()
     agg = mean_dicts(mets)
     if train_policy:
@@ -198,6 +200,22 @@ def _mini_batch(
         agg[mn.CRITIC_LR] = lr.critic_opt.optimizer.param_groups[0]["lr"]
     clock["optimizer"] += time.perf_counter() - t0
     return agg
+
+
+def lockstep(parts: list[torch.Tensor], lr: Learner) -> list[tuple[torch.Tensor, bool]]:
+    """(rows, real) per micro-batch. FSDP2 all-gathers in every forward, so every rank must run as many as the
+    rank with the most; a rank with fewer repeats its last micro-batch with a zero loss (no gradient, no metrics).
+    DDP reduces once per optimizer step and needs no padding."""
+    out = [(idx, True) for idx in parts]
+    if lr.sharding is None or not lr.sharding.lockstep:
+        return out
+    most = max(all_gather_objects(len(parts), lr.info))
+    if most > len(parts) and not parts:
+        raise RuntimeError(
+            "train.sharding=fsdp2: this rank has no sample in a mini-batch while others do; keep batches full "
+            "(algo.ds_shortfall=error) or use train.sharding=ddp"
+        )
+    return out + [(parts[-1], False)] * (most - len(parts))
 
 
 def _micro_loss(
