@@ -14,23 +14,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_config import tiny_overrides
 
 from grpokit.checkpoint import CheckpointError, list_checkpoints
 from grpokit.config import build_config
 from grpokit.trainer import Trainer, fit
 
-FAST = [
-    "model.name=tiny",
-    "model.precision=fp32",
-    "rollout.prompts_per_step=2",
-    "rollout.group_size=4",
-    "rollout.max_new_tokens=6",
-    "data.eval_size=4",
-    "train.eval_every=0",
-    "train.micro_batch_size=8",
-    "train.lr=1e-3",
-    "reward.functions=[toy_rewards:vowel_frac]",
-]
+FAST = tiny_overrides("model.precision=fp32", "train.lr=1e-3", drop=("train.save_every",))
 
 
 def train(run_dir: Path, steps: int, extra: list[str] | None = None, *, resume: bool = False) -> Trainer:

@@ -24,25 +24,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tiny_config import tiny_overrides
 
 from grpokit.config import build_config
 from grpokit.trainer import Trainer, fit
 
-# the FAST tiny-model setup of test_trainer.py (copied, so those tests can change theirs freely)
-# the trajectories (onset steps, counts) are calibrated in fp32: pinned, so `auto` choosing bf16 on a CPU with
-# AVX512-BF16/AMX does not move them (bf16-autocast has its own tests in test_precision.py)
-FAST = [
-    "model.name=tiny",
-    "model.precision=fp32",
-    "rollout.prompts_per_step=2",
-    "rollout.group_size=4",
-    "rollout.max_new_tokens=6",
-    "data.eval_size=4",
-    "train.eval_every=0",
-    "train.save_every=0",
-    "train.micro_batch_size=8",
-    "reward.functions=[toy_rewards:vowel_frac]",
-]
+# the tiny-model setup of tests/tiny_config.py; the trajectories (onset steps, counts) are calibrated on it in
+# fp32: pinned, so `auto` choosing bf16 on a CPU with AVX512-BF16/AMX does not move them (bf16-autocast has its
+# own tests in test_precision.py)
+FAST = tiny_overrides("model.precision=fp32")
 
 
 class Run:

@@ -12,22 +12,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_config import TINY_LEARNING, tiny_overrides
 
 from grpokit.config import build_config
 from grpokit.models import resolve_precision
 from grpokit.trainer import Trainer, fit
 
-TINY = [
-    "model.name=tiny",
-    "rollout.prompts_per_step=2",
-    "rollout.group_size=4",
-    "rollout.max_new_tokens=6",
-    "data.eval_size=4",
-    "train.eval_every=0",
-    "train.save_every=0",
-    "train.micro_batch_size=8",
-    "reward.functions=[toy_rewards:vowel_frac]",
-]
+TINY = tiny_overrides()
 
 
 def rows(run_dir: Path) -> list[dict]:
@@ -78,16 +69,7 @@ def test_bf16_autocast_sampler_learner_mismatch_stays_within_a_bf16_bound(tmp_pa
 
 def test_a_tiny_model_learns_under_bf16_autocast(tmp_path: Path) -> None:
     """The vowel-fraction reward rises clearly under bf16 autocast (as test_tiny_model_learns_toy_reward in fp32)."""
-    extra = [
-        "model.precision=bf16-autocast",
-        "train.lr=2e-2",
-        "rollout.prompts_per_step=4",
-        "rollout.group_size=8",
-        "rollout.max_new_tokens=8",
-        "algo.kl_coef=0.0",
-        "train.micro_batch_size=32",
-        "train.steps=14",
-    ]
+    extra = ["model.precision=bf16-autocast", *TINY_LEARNING, "train.steps=14"]
     fit(Trainer(build_config("grpo", overrides=[*TINY, *extra]), tmp_path), None, eval_before=False)
     rewards = [r["reward/mean"] for r in rows(tmp_path)]
     assert all(math.isfinite(x) for x in rewards)

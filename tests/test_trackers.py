@@ -11,26 +11,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from tiny_config import tiny_overrides
 
 from grpokit.config import ConfigError, build_config
 from grpokit.runlog import RunLog
 from grpokit.trackers import TrackerError
 from grpokit.trainer import Trainer, fit
 
-FAST = [
-    "model.name=tiny",
+FAST = tiny_overrides(
     "model.precision=fp32",
-    "rollout.prompts_per_step=2",
-    "rollout.group_size=4",
     "rollout.max_new_tokens=4",
-    "data.eval_size=4",
-    "train.eval_every=0",
     "train.save_every=3",
-    "train.micro_batch_size=8",
     # a constant reward: advantage collapse fires at step 3 (window 3) -- a real alert
     "reward.functions=[toy_rewards:always_zero]",
     "monitor.thresholds={advantage_collapse: {window: 3}}",
-]
+)
 
 
 def run(run_dir: Path, steps: int, report_to: str, resume: bool = False) -> Trainer:

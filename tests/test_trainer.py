@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_config import TINY_LEARNING, tiny_overrides
 
 from grpokit.config import build_config, list_recipes
 from grpokit.rewards import RewardFailureError
@@ -17,17 +18,7 @@ from grpokit.trainer import Trainer, fit
 # CPU decision (GRPOKIT_CPU_BF16 flipped), so both the fp32 and the bf16-autocast paths are exercised on any machine
 pytestmark = pytest.mark.precision
 
-FAST = [
-    "model.name=tiny",
-    "rollout.prompts_per_step=2",
-    "rollout.group_size=4",
-    "rollout.max_new_tokens=6",
-    "data.eval_size=4",
-    "train.eval_every=0",
-    "train.save_every=0",
-    "train.micro_batch_size=8",
-    "reward.functions=[toy_rewards:vowel_frac]",
-]
+FAST = tiny_overrides()
 
 
 def run(recipe: str, tmp: Path, steps: int, extra: list[str] | None = None) -> tuple[Trainer, dict]:
@@ -66,12 +57,7 @@ def test_every_recipe_runs_three_steps(recipe: str, tmp_path: Path) -> None:
 def test_tiny_model_learns_toy_reward(recipe: str, tmp_path: Path) -> None:
     """The vowel-fraction reward rises clearly: first 5 steps' mean vs last 5 steps' mean."""
     extra = [
-        "train.lr=2e-2",
-        "rollout.prompts_per_step=4",
-        "rollout.group_size=8",
-        "rollout.max_new_tokens=8",
-        "algo.kl_coef=0.0",
-        "train.micro_batch_size=32",
+        *TINY_LEARNING,
         "algo.max_gen_rounds=8",
         "algo.ds_oversample=1",  # every group has reward variance here: one round of P prompts fills the batch
         "algo.soft_overlong=false",

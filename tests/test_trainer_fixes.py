@@ -12,20 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from tiny_config import tiny_overrides
 
 from grpokit.config import build_config, config_from_dict
 from grpokit.trainer import Trainer, fit
 
-TINY = [
-    "model.name=tiny",
-    "model.precision=fp32",
-    "rollout.prompts_per_step=2",
-    "rollout.group_size=4",
-    "rollout.max_new_tokens=4",
-    "data.eval_size=4",
-    "train.eval_every=0",
-    "train.save_every=0",
-]
+TINY = tiny_overrides(
+    "model.precision=fp32", "rollout.max_new_tokens=4", drop=("train.micro_batch_size", "reward.functions")
+)
 
 
 def rows(path: Path) -> list[dict]:

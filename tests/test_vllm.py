@@ -55,6 +55,22 @@ def _prompts(tok, n: int = 2) -> list[list[int]]:
     ]
 
 
+def _vllm_overrides(*extra: str) -> list[str]:
+    """A short fp32 run of the embedded model on the vllm engine: 2 prompts x 4 samples, no evaluation or
+    checkpoints; `extra` the test's own keys."""
+    return [
+        f"model.name={MODEL}",
+        "model.precision=fp32",
+        "rollout.engine=vllm",
+        "rollout.prompts_per_step=2",
+        "rollout.group_size=4",
+        "data.eval_size=4",
+        "train.eval_every=0",
+        "train.save_every=0",
+        *extra,
+    ]
+
+
 def _learner_logp(model, out) -> torch.Tensor:
     with torch.no_grad():
         lp, _, _ = completion_forward(
@@ -99,20 +115,12 @@ def test_weights_pushed_after_an_update_give_the_learners_logprobs(engine: VLLME
     """A real optimizer step through the trainer with engine=vllm, then vLLM scores a fixed completion."""
     cfg = build_config(
         "grpo",
-        overrides=[
-            f"model.name={MODEL}",
-            "model.precision=fp32",
-            "rollout.engine=vllm",
-            "rollout.prompts_per_step=2",
-            "rollout.group_size=4",
+        overrides=_vllm_overrides(
             "rollout.max_new_tokens=12",
-            "data.eval_size=4",
-            "train.eval_every=0",
-            "train.save_every=0",
             "train.lr=1e-4",
             "train.steps=1",
             "reward.functions=[toy_rewards:vowel_frac]",  # varies within every group: the step has a gradient
-        ],
+        ),
     )
     trainer = Trainer(cfg, tmp_path)
     assert trainer.engine.llm is engine.llm  # the shared engine, brought to this learner's weights
@@ -139,21 +147,13 @@ def test_weights_pushed_after_an_update_give_the_learners_logprobs(engine: VLLME
 def test_lora_run_pushes_merged_weights(engine: VLLMEngine, tmp_path: Path) -> None:
     cfg = build_config(
         "grpo",
-        overrides=[
-            f"model.name={MODEL}",
-            "model.precision=fp32",
+        overrides=_vllm_overrides(
             "model.lora_r=8",
-            "rollout.engine=vllm",
-            "rollout.prompts_per_step=2",
-            "rollout.group_size=4",
             "rollout.max_new_tokens=8",
-            "data.eval_size=4",
-            "train.eval_every=0",
-            "train.save_every=0",
             "train.lr=5e-3",
             "train.steps=1",
             "reward.functions=[toy_rewards:vowel_frac]",
-        ],
+        ),
     )
     trainer = Trainer(cfg, tmp_path)
     trainer.train_step()
@@ -166,19 +166,7 @@ def test_lora_run_pushes_merged_weights(engine: VLLMEngine, tmp_path: Path) -> N
 def test_a_recipe_trains_end_to_end_on_vllm(engine: VLLMEngine, tmp_path: Path) -> None:
     cfg = build_config(
         "dapo",
-        overrides=[
-            f"model.name={MODEL}",
-            "model.precision=fp32",
-            "rollout.engine=vllm",
-            "rollout.prompts_per_step=2",
-            "rollout.group_size=4",
-            "rollout.max_new_tokens=16",
-            "algo.dynamic_sampling=false",
-            "data.eval_size=4",
-            "train.eval_every=0",
-            "train.save_every=0",
-            "train.steps=2",
-        ],
+        overrides=_vllm_overrides("rollout.max_new_tokens=16", "algo.dynamic_sampling=false", "train.steps=2"),
     )
     trainer = Trainer(cfg, tmp_path)
     summary = fit(trainer, None, eval_before=True)
