@@ -36,6 +36,7 @@ def main() -> None:
         "| task | seed | forecast | plug-in p^G+(1-p)^G | measured steps 1-5 (each step) | forecast - measured |",
         "|---|---|---|---|---|---|",
     ]
+    trend: dict[str, list[tuple[float, float]]] = {}  # task -> (first step, last step) per seed
     diffs: dict[str, list[float]] = {}
     for task in args.tasks:
         for seed in args.seeds:
@@ -81,6 +82,7 @@ def main() -> None:
             measured = [float(r["zv/frac"]) for r in rows[: args.steps]]
             m = statistics.fmean(measured)
             diffs.setdefault(task, []).append(forecast - m)
+            trend.setdefault(task, []).append((measured[0], measured[-1]))
             per = ", ".join(f"{v:.2f}" for v in measured)
             rows_md.append(
                 f"| {task} | {seed} | {forecast:.3f} | {plug_in:.3f} | {m:.3f} ({per}) | {forecast - m:+.3f} |"
@@ -89,8 +91,17 @@ def main() -> None:
     for task, d in diffs.items():
         worst = max(abs(x) for x in d)
         verdict = "reproduced" if worst <= 0.1 else "not reproduced"
+        first = sum(a for a, _ in trend[task]) / len(trend[task])
+        last = sum(b for _, b in trend[task]) / len(trend[task])
+        moved = ""
+        if abs(first - last) > 0.1:
+            moved = (
+                f" The measured fraction moves from {first:.2f} (step 1) to {last:.2f} (step {args.steps}) as the"
+                " policy learns; the forecast is the initial policy's."
+            )
         verdicts.append(
             f"- **{task}**: forecast - measured {common.spread(d)} across seeds; worst |diff| {worst:.3f}: {verdict}."
+            + moved
         )
     common.write_result(
         out,

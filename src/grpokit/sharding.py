@@ -45,6 +45,7 @@ class Sharding:
 
     name = "none"
     lockstep = False  # whether every forward is a collective, so all ranks must run the same number of them
+    fused_optimizer = True  # torch's fused AdamW (plain tensors on CPU or GPU)
 
     def __init__(self, policy: nn.Module, info: DistInfo) -> None:
         self.policy = policy
@@ -100,6 +101,7 @@ class FSDP2Sharding(Sharding):
     the policy is its inference replica, refreshed with the full weights after every optimizer step."""
 
     lockstep = True
+    fused_optimizer = False  # sharded DTensor parameters: the foreach AdamW
 
     def __init__(self, policy: nn.Module, info: DistInfo) -> None:
         from torch.distributed.device_mesh import init_device_mesh

