@@ -23,17 +23,7 @@ def main() -> None:
     ap.add_argument("--task", default="add1")
     args = ap.parse_args()
     out = Path(args.out)
-    base = [
-        "rollout.prompts_per_step=4",
-        "rollout.group_size=8",
-        "rollout.max_new_tokens=32",
-        "train.lr=2e-5",
-        "train.mini_batches=4",
-        "train.eval_every=8",
-        "train.save_every=0",
-        "algo.dynamic_sampling=false",
-        "algo.eps_low=0.2",
-    ]
+    base = [*common.SMALL_BATCH, "train.lr=2e-5", "train.mini_batches=4", "train.save_every=0", "algo.eps_low=0.2"]
     arms: dict[str, list] = {}
     dirs = []
     for eps in ("0.2", "0.28"):

@@ -29,13 +29,7 @@ def main() -> None:
     ap.add_argument("--bonus", default="0.01", help="algo.entropy_coef of the bonus arm")
     args = ap.parse_args()
     out = Path(args.out)
-    base = [
-        "rollout.prompts_per_step=4",
-        "rollout.group_size=8",
-        "rollout.max_new_tokens=32",
-        "algo.dynamic_sampling=false",
-        "train.eval_every=8",
-    ]
+    base = common.SMALL_BATCH
     collapsed = out / "collapse"
     rows0 = common.train(
         collapsed,

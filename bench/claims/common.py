@@ -21,6 +21,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+# the claims' common batch: 4 prompts x 8 samples x 32 tokens, dynamic sampling off, held-out eval every 8 steps
+SMALL_BATCH = [
+    "rollout.prompts_per_step=4",
+    "rollout.group_size=8",
+    "rollout.max_new_tokens=32",
+    "algo.dynamic_sampling=false",
+    "train.eval_every=8",
+]
 
 
 def parser(claim: str, doc: str | None) -> argparse.ArgumentParser:
