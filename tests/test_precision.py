@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_config import TINY_LEARNING, tiny_overrides
+from tiny_config import TINY_LEARNING, TINY_LEARNING_STEPS, tiny_overrides
 
 from grpokit.config import build_config
 from grpokit.models import resolve_precision
@@ -69,7 +69,7 @@ def test_bf16_autocast_sampler_learner_mismatch_stays_within_a_bf16_bound(tmp_pa
 
 def test_a_tiny_model_learns_under_bf16_autocast(tmp_path: Path) -> None:
     """The vowel-fraction reward rises clearly under bf16 autocast (as test_tiny_model_learns_toy_reward in fp32)."""
-    extra = ["model.precision=bf16-autocast", *TINY_LEARNING, "train.steps=14"]
+    extra = ["model.precision=bf16-autocast", *TINY_LEARNING, f"train.steps={TINY_LEARNING_STEPS}"]
     fit(Trainer(build_config("grpo", overrides=[*TINY, *extra]), tmp_path), None, eval_before=False)
     rewards = [r["reward/mean"] for r in rows(tmp_path)]
     assert all(math.isfinite(x) for x in rewards)

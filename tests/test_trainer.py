@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_config import TINY_LEARNING, tiny_overrides
+from tiny_config import TINY_LEARNING, TINY_LEARNING_STEPS, tiny_overrides
 
 from grpokit.config import build_config, list_recipes
 from grpokit.rewards import RewardFailureError
@@ -61,10 +61,11 @@ def test_tiny_model_learns_toy_reward(recipe: str, tmp_path: Path) -> None:
         "algo.max_gen_rounds=8",
         "algo.ds_oversample=1",  # every group has reward variance here: one round of P prompts fills the batch
         "algo.soft_overlong=false",
+        # a policy that has learned emits one completion per prompt (zero-variance groups), which ends DAPO's
+        # dynamic sampling with an error by design; the short batches that follow train nothing
+        "algo.ds_shortfall=partial",
     ]
-    # 14 steps: long enough to learn, short of saturation (all-vowel groups have zero variance, which stops DAPO's
-    # dynamic sampling by design)
-    run(recipe, tmp_path, 14, extra)
+    run(recipe, tmp_path, TINY_LEARNING_STEPS, extra)
     rewards = [r["reward/mean"] for r in metrics(tmp_path) if "reward/mean" in r]
     first, last = sum(rewards[:4]) / 4, sum(rewards[-4:]) / 4
     assert last > first + 0.1, (first, last, rewards)
@@ -210,4 +211,6 @@ def test_kl_to_reference_is_measured_on_policy_and_to_the_initial_model_under_em
     run("t1", tmp_path / "t1", 3, ["train.lr=1e-2", "algo.ref_ema_eta=0.9"])
     rows = [r for r in metrics(tmp_path / "t1") if "time/step" in r]
     assert rows[-1]["kl_init/k3"] > 1e-4
-    assert rows[-1]["kl_init/k1"] >= rows[-1]["kl_ref/k1"] - 1e-6
+    # k3 (non-negative per token), not k1: k1's mean over 8 short samples is noisy and often negative here (its
+    # ordering flipped in 4 of 6 seed x sampler-draw runs; k3's held in all 6)
+    assert rows[-1]["kl_init/k3"] >= rows[-1]["kl_ref/k3"]

@@ -19,10 +19,14 @@ TINY: dict[str, str] = {
     "reward.functions": "[toy_rewards:vowel_frac]",
 }
 
-# on top of TINY, where the tiny model clearly learns vowel_frac in about 14 steps: 4 prompts x 8 samples of up
-# to 8 tokens in one micro-batch, a high learning rate, no KL penalty
+# on top of TINY, where the tiny model clearly learns vowel_frac within TINY_LEARNING_STEPS: 4 prompts x 8 samples
+# of up to 8 tokens in one micro-batch, a high learning rate, no KL penalty. The random tiny model starts almost
+# uniform over 49152 tokens (entropy 10.79 nats) and how soon it breaks out depends on the random stream: at lr 2e-2
+# and 14 steps it learned under one seed of five; at 5e-2 and 20 steps the reward rose by > 0.1 under seeds 0-4
+# with either sampler draw (inverse CDF or torch.multinomial).
+TINY_LEARNING_STEPS = 20
 TINY_LEARNING = [
-    "train.lr=2e-2",
+    "train.lr=5e-2",
     "rollout.prompts_per_step=4",
     "rollout.group_size=8",
     "rollout.max_new_tokens=8",
