@@ -141,6 +141,22 @@ def test_dynamic_sampling_shortfall_is_an_error_naming_the_fix_and_partial_is_op
     assert r["reward/sampled_n"] == 2 * 6 * 4  # two rounds of 3 x 2 prompts x G=4
 
 
+def test_shortfall_with_identical_graded_rewards_names_collapse_not_a_solved_task(tmp_path: Path) -> None:
+    """Groups of identical rewards that are neither all correct nor all wrong (a graded reward, here one that
+    ignores the completion; in training, a collapsed policy that emits one completion per prompt) are not "the
+    task is learned": the message says identical rewards and names entropy collapse and its fixes."""
+    from grpokit.phases.filter import DynamicSamplingError
+
+    overrides = [*TINY, "train.steps=1", "reward.functions=[toy_rewards:always_half]", "algo.max_gen_rounds=1"]
+    tr = Trainer(build_config("dapo", overrides=overrides), tmp_path)
+    with pytest.raises(
+        DynamicSamplingError, match=r"kept 0 of 2 groups .*0% of the groups drawn were all correct, 0% all wrong"
+    ) as e:
+        fit(tr, None, eval_before=False)
+    assert "identical rewards" in str(e.value) and "entropy collapse" in str(e.value)
+    assert "task is learned" not in str(e.value) and "too hard" not in str(e.value)
+
+
 def test_same_answer_to_different_prompts_is_not_a_noisy_reward() -> None:
     """ "8" is right for 3+5 and wrong for 2+2: only repeats under one prompt may show verifier noise (the demo
     raised a false critical alert when repeats were matched across prompts)."""

@@ -29,6 +29,11 @@ def always_zero(completions: list[str], examples: list) -> list[float]:
     return [0.0 for _ in completions]
 
 
+def always_half(completions: list[str], examples: list) -> list[float]:
+    """A graded reward that ignores the completion: every group has zero variance without being right or wrong."""
+    return [0.5 for _ in completions]
+
+
 def random_score(completions: list[str], examples: list) -> list[float]:
     """A non-deterministic verifier: a fresh random score for every completion, identical texts included."""
     import random

@@ -111,7 +111,14 @@ def shortfall_message(n_kept: int, prompts: int, cfg: AlgoConfig, metrics: dict[
         f"of {math.ceil(cfg.ds_oversample * prompts)} prompts: {solved:.0%} of the groups drawn were all correct, "
         f"{failed:.0%} all wrong."
     )
-    if solved >= failed:
+    if solved + failed < 0.5:
+        cause = (
+            " Most groups got identical rewards without being all correct or all wrong: with a graded reward this "
+            "means every sample of a prompt is the same completion (entropy collapse: see entropy/token_mean), or "
+            "the reward ignores the completion. Lower train.lr, raise algo.eps_high (clip-higher) or set "
+            "algo.entropy_coef > 0."
+        )
+    elif solved >= failed:
         cause = (
             " The model solves almost every prompt: the task is learned — stop here (the last checkpoint is "
             "saved), or train on harder data (grpokit preflight shows pass rates per prompt)."
