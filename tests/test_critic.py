@@ -94,6 +94,44 @@ def test_value_pretraining_then_training_with_a_falling_value_loss(kind: str, tm
     assert all("critic/explained_variance" in r for r in steps)
 
 
+def test_value_pretraining_of_a_value_model_skips_the_policy_forward_with_the_same_update(tmp_path: Path) -> None:
+    """A separate value model (`critic.kind=model`) reads no policy feature, so value pretraining skips the
+    policy's forward: the critic's parameters after one pretraining update equal those of the update that ran it."""
+    import copy
+
+    from grpokit.phases.update import run_update
+
+    cfg = build_config("vapo", overrides=[*TINY, "critic.kind=model", "critic.lr=1e-4", "critic.pretrain_max_steps=1"])
+    trainer = Trainer(cfg, tmp_path)
+    timings: dict[str, float] = {}
+    b = trainer.draw(timings)
+    trainer.prepare(b, timings)
+    critic0, opt0 = copy.deepcopy(trainer.critic.state_dict()), copy.deepcopy(trainer.critic_opt.state_dict())
+    after = []
+    for skip in (False, True):
+        trainer.critic.load_state_dict(critic0)
+        trainer.critic_opt.load_state_dict(copy.deepcopy(opt0))
+        calls = {"n": 0}
+        lr = trainer.learner()
+
+        def counting(*a, _f=lr.forward, _calls=calls, **k):
+            _calls["n"] += 1
+            return _f(*a, **k)
+
+        lr.forward = counting
+        m, _ = run_update(
+            lr, b, timings, step=1, kl_coef=0.0, entropy_coef=0.0, train_policy=False, value_pretraining=skip
+        )
+        assert math.isfinite(m["critic/value_loss"])
+        assert (calls["n"] == 0) == skip, calls
+        after.append([p.detach().clone() for p in trainer.critic.parameters()])
+    for a, b1 in zip(*after):
+        torch.testing.assert_close(a, b1, rtol=0, atol=1e-6)
+    trainer.critic.load_state_dict(critic0)
+    moved = max(float((a - p0).abs().max()) for a, p0 in zip(after[0], trainer.critic.parameters()))
+    assert moved > 1e-6  # the update did something
+
+
 def test_critic_and_its_optimizer_survive_a_checkpoint(tmp_path: Path) -> None:
     overrides = [*TINY, "critic.pretrain_max_steps=0", "train.steps=2", "train.save_every=2"]
     first = Trainer(build_config("ppo", overrides=overrides), tmp_path)

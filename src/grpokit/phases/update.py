@@ -102,13 +102,17 @@ def run_update(
     kl_coef: float,
     entropy_coef: float,
     train_policy: bool = True,
+    value_pretraining: bool = False,
 ) -> tuple[dict[str, float], OnPolicyOutputs]:
-    """All optimizer steps of one training step. `train_policy=False` (value pretraining) steps only the critic."""
+    """All optimizer steps of one training step. `train_policy=False` steps only the critic. In
+    `value_pretraining` a critic with its own transformer (`critic.kind=model`) skips the policy's forward, which
+    then feeds nothing (a skipped update in training still runs it: its entropy and KL are logged)."""
     cfg = lr.train
     # every rank must take the same decision: DDP's gradient sum needs all of them in the backward
     train_policy = train_policy and any_rank(policy_has_work(b, lr.algo, kl_coef, entropy_coef), lr.info)
     if not train_policy and lr.critic is None:
         return {mn.TRAIN_SKIPPED_UPDATE: 1.0}, OnPolicyOutputs()
+    policy_forward = not (value_pretraining and not train_policy and not lr.critic.uses_policy_features)
     gen = torch.Generator().manual_seed(cfg.seed * 100003 + step)
     positive = (b.accuracy >= 0.5) & b.valid if lr.algo.nll_coef > 0 else None
     outputs, per_step = OnPolicyOutputs(), []
@@ -132,6 +136,7 @@ def run_update(
                     kl_coef=kl_coef,
                     entropy_coef=entropy_coef,
                     train_policy=train_policy,
+                    policy_forward=policy_forward,
                 )
             )
             _phase(lr, "update", len(per_step), n_opt)
@@ -158,6 +163,7 @@ def _mini_batch(
     kl_coef: float,
     entropy_coef: float,
     train_policy: bool,
+    policy_forward: bool = True,
 ) -> dict[str, float]:
     """One optimizer step: accumulate every micro-batch's gradient, then step policy and critic."""
     mbb = b.select(mb)
@@ -170,7 +176,11 @@ def _mini_batch(
     for i, (idx, real) in enumerate(parts):
         t0 = time.perf_counter()
         with lr.sync_context(last=i == len(parts) - 1):
-            loss, met = _micro_loss(lr, mbb, idx, positive, dens, outputs, mb, kl_coef, entropy_coef, train_policy)
+            if policy_forward:
+                loss, met = _micro_loss(lr, mbb, idx, positive, dens, outputs, mb, kl_coef, entropy_coef, train_policy)
+            else:
+                mask = mbb.mask[idx].to(next(lr.critic.parameters()).device)
+                loss, met = _value_loss(lr, mbb, idx, None, mask, dens)
             loss = loss if real else loss * 0.0  # a repeat that only keeps the ranks' collectives in step
             t1 = time.perf_counter()
             loss.backward()

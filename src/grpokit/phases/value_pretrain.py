@@ -41,6 +41,7 @@ def pretrain_critic(trainer: Any) -> list[dict[str, float]]:
                 kl_coef=0.0,
                 entropy_coef=0.0,
                 train_policy=False,
+                value_pretraining=True,
             )
         rows.append(
             {
