@@ -113,7 +113,8 @@ def compare(runs: Sequence[Path], out: Path, x: str, lock: str | None) -> None:
 def write_result(out: Path, title: str, lines: Sequence[str]) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "result.md"
-    path.write_text("\n".join([f"### {title}", "", *lines, ""]))
+    text = "\n".join([f"### {title}", "", *lines, ""]).replace(f"{ROOT}/", "")  # paths as a reader's checkout has them
+    path.write_text(text)
     print(path.read_text())
     return path
 
