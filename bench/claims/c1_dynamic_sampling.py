@@ -50,7 +50,7 @@ def main() -> None:
     ap = common.parser("c1_dynamic_sampling", __doc__)
     ap.set_defaults(seeds=[0])
     ap.add_argument("--task", default="add2")
-    ap.add_argument("--steps-g8", type=int, default=16, help="steps of the G=8 arm without dynamic sampling")
+    ap.add_argument("--steps-g8", type=int, default=12, help="steps of the G=8 arm without dynamic sampling")
     ap.add_argument("--lr", default="2e-5")
     args = ap.parse_args()
     out = Path(args.out)

@@ -34,7 +34,7 @@ def gap(rows: list[dict[str, Any]]) -> float:
 def main() -> None:
     ap = common.parser("c3_length_bias", __doc__)
     ap.set_defaults(seeds=[0])
-    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--lr", default="2e-5")
     args = ap.parse_args()
