@@ -26,7 +26,7 @@ CORRECT, INCORRECT = "length/correct_mean", "length/incorrect_mean"
 
 def gap(rows: list[dict[str, Any]]) -> float:
     """Mean over steps of incorrect - correct response length (steps with both kinds of responses)."""
-    d = [r[INCORRECT] - r[CORRECT] for r in common.step_rows(rows) if r.get(INCORRECT) is not None]
+    d = [r[INCORRECT] - r[CORRECT] for r in common.step_rows(rows) if None not in (r.get(INCORRECT), r.get(CORRECT))]
     d = [x for x in d if x == x]  # NaN when a step had no correct response
     return statistics.fmean(d) if d else float("nan")
 

@@ -27,7 +27,7 @@ PRETRAIN_EV = "critic_pretrain/explained_variance"
 
 
 def lengths(rows: list[dict[str, Any]]) -> list[float]:
-    return [float(r[LEN]) for r in common.step_rows(rows) if LEN in r]
+    return [float(r[LEN]) for r in common.step_rows(rows) if r.get(LEN) is not None]
 
 
 def first_mean(rows: list[dict[str, Any]]) -> float:

@@ -121,12 +121,12 @@ def write_result(out: Path, title: str, lines: Sequence[str]) -> Path:
 
 def last_mean(rows: list[dict[str, Any]], key: str, n: int) -> float:
     """Mean of `key` over the last `n` rows that have it (NaN when none)."""
-    vals = [float(r[key]) for r in rows if key in r][-n:]
+    vals = [float(r[key]) for r in rows if r.get(key) is not None][-n:]
     return statistics.fmean(vals) if vals else float("nan")
 
 
 def final(rows: list[dict[str, Any]], key: str) -> float:
-    vals = [float(r[key]) for r in rows if key in r]
+    vals = [float(r[key]) for r in rows if r.get(key) is not None]
     return vals[-1] if vals else float("nan")
 
 
