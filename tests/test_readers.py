@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from grpokit.monitor.readers import CANONICAL, READERS, TRL_NAMES, VERL_NAMES, RunLog, detect, read_run, read_runs
+from grpokit.monitor.readers.discovery import discover
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 TRL_HEALTHY = LOGS / "trl_healthy"
@@ -399,6 +400,30 @@ def test_grpokit_config_travels_with_the_tensorboard_events(tmp_path) -> None:
     assert log.context["dynamic_sampling"] is True and log.context["eps_high"] == 0.28
     assert log.config["recipe"] == "dapo"
     assert len(list(alone.glob("events.out.tfevents.*"))) == 1 and not [p for p in alone.iterdir() if p.is_dir()]
+
+
+def test_a_run_opening_with_value_pretraining_rows_is_read_as_grpokit(tmp_path) -> None:
+    """vapo logs 50 value-pretraining rows at step 0 before its first step; the first 50 lines then hold only
+    `critic_pretrain/*` names, and the run was read from its `tb/` events instead (`grpokit compare` named it
+    "tb"). A directory `grpokit train` claimed (its marker file) is a grpokit run whatever its first lines hold."""
+    from grpokit.config import build_config
+    from grpokit.rundir import claim_run_dir
+    from grpokit.runlog import RunLog as Writer
+
+    run = claim_run_dir(tmp_path / "vapo_run")
+    w = Writer(run)
+    w.write_config(build_config("vapo").to_dict())
+    for i in range(50):
+        w.log(0, {"critic_pretrain/step": float(i + 1), "critic_pretrain/explained_variance": 0.01 * i})
+    for step in (1, 2):
+        w.log(step, {"reward/mean": 0.5, "zv/frac": 0.25, "critic/explained_variance": 0.1})
+    w.close()
+    assert (run / "tb").is_dir()
+    [(name, source, files)] = discover(tmp_path)
+    assert (name, source, files) == ("vapo_run", "grpokit", [run / "metrics.jsonl"])
+    log = read_run(run)
+    assert log.source == "grpokit" and log.config["recipe"] == "vapo"
+    assert _values(log, "reward/mean")[1:] == [0.5, 0.5]  # after the step-0 row of the pretraining
 
 
 def test_openrlhf_tensorboard_tags(tmp_path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ...rundir import MARKER
 from .canonical import Reader, Segment, _identity_mapper
 from .jsonl import _jsonl_flavor, _jsonl_rows, _read_jsonl_objects
 
@@ -50,6 +51,10 @@ class GrpokitReader(Reader):
 
     def runs(self, path: Path) -> list[tuple[str, list[Path]]]:
         f = path / "metrics.jsonl" if path.is_dir() else path
+        if f.is_file() and (f.parent / MARKER).is_file():
+            # a directory grpokit train claimed: its metrics.jsonl is grpokit's whatever its first lines hold (50
+            # value-pretraining rows at step 0 carry no name the sniffing below knows)
+            return [("", [f])]
         if f.is_file() and f.suffix == ".jsonl":
             flavor = _jsonl_flavor(f)
             if flavor == "grpokit" or (flavor is None and f.name == "metrics.jsonl" and _looks_empty(f)):
