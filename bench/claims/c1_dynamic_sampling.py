@@ -57,29 +57,23 @@ def main() -> None:
     base = [*common.SMALL_BATCH, f"train.lr={args.lr}", "train.save_every=0", "train.eval_every=4"]
     base = [s for s in base if not s.startswith("algo.dynamic_sampling")]
     n = args.steps_g8
-    # label -> (directory stem, steps, overrides); dynamic sampling's steps assume ~3 rounds of 3x prompts each
+    # label -> (directory stem, recipe, steps, overrides); dynamic sampling's steps assume ~3 rounds of 3x prompts
     arm_sets = {
-        "dynamic sampling, G=8": ("ds_g8", max(n // 4, 2), ["algo.dynamic_sampling=true", "algo.max_gen_rounds=10"]),
-        "no dynamic sampling, G=8": ("g8", n, ["algo.dynamic_sampling=false"]),
-        "no dynamic sampling, G=16": ("g16", max(n // 2, 1), ["algo.dynamic_sampling=false", "rollout.group_size=16"]),
+        "dynamic sampling, G=8": (
+            "ds_g8",
+            "dapo",
+            max(n // 4, 2),
+            [*base, "algo.dynamic_sampling=true", "algo.max_gen_rounds=10"],
+        ),
+        "no dynamic sampling, G=8": ("g8", "dapo", n, [*base, "algo.dynamic_sampling=false"]),
+        "no dynamic sampling, G=16": (
+            "g16",
+            "dapo",
+            max(n // 2, 1),
+            [*base, "algo.dynamic_sampling=false", "rollout.group_size=16"],
+        ),
     }
-    arms: dict[str, list] = {}
-    dirs = []
-    for label, (stem, steps, sets) in arm_sets.items():
-        for seed in args.seeds:
-            d = out / f"{stem}_s{seed}"
-            rows = common.train(
-                d,
-                "dapo",
-                [*base, *sets],
-                steps=steps,
-                seed=seed,
-                model=args.model,
-                lock=args.lock,
-                task=args.task,
-            )
-            arms.setdefault(label, []).append(rows)
-            dirs.append(d)
+    arms, dirs = common.run_arms(out, arm_sets, args.seeds, model=args.model, lock=args.lock, task=args.task)
     common.compare(dirs, out / "compare", "tokens", args.lock)
     budget = min(total_tokens(r) for runs in arms.values() for r in runs)
     figures = {

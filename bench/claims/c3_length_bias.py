@@ -47,22 +47,14 @@ def main() -> None:
         "algo.kl_coef=0.0",
         "algo.reference=none",
     ]
-    # label -> (directory stem, recipe, overrides)
+    n = args.steps
+    # label -> (directory stem, recipe, steps, overrides)
     arm_sets = {
-        "seq-mean-token-mean (GRPO)": ("seq_mean_token_mean", "grpo", ["algo.loss_agg=seq-mean-token-mean"]),
-        "token-mean (DAPO)": ("token_mean", "grpo", ["algo.loss_agg=token-mean"]),
-        "Dr. GRPO (constant-norm, no std)": ("dr_grpo", "dr_grpo", []),
+        "seq-mean-token-mean (GRPO)": ("seq_mean_token_mean", "grpo", n, [*base, "algo.loss_agg=seq-mean-token-mean"]),
+        "token-mean (DAPO)": ("token_mean", "grpo", n, [*base, "algo.loss_agg=token-mean"]),
+        "Dr. GRPO (constant-norm, no std)": ("dr_grpo", "dr_grpo", n, base),
     }
-    arms: dict[str, list] = {}
-    dirs = []
-    for label, (stem, recipe, sets) in arm_sets.items():
-        for seed in args.seeds:
-            d = out / f"{stem}_s{seed}"
-            rows = common.train(
-                d, recipe, [*base, *sets], steps=args.steps, seed=seed, model=args.model, lock=args.lock
-            )
-            arms.setdefault(label, []).append(rows)
-            dirs.append(d)
+    arms, dirs = common.run_arms(out, arm_sets, args.seeds, model=args.model, lock=args.lock)
     common.compare(dirs, out / "compare", "steps", args.lock)
     late = max(args.steps // 4, 1)
     figures = {

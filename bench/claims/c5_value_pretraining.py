@@ -66,27 +66,25 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.out)
     base = [*common.SMALL_BATCH, f"train.lr={args.lr}", "train.save_every=0"]
-    # label -> (directory stem, recipe, overrides)
+    n = args.steps
+    # label -> (directory stem, recipe, steps, overrides)
     arm_sets = {
         f"vapo, pretrain <= {args.pretrain_steps}": (
             "vapo_pretrain",
             "vapo",
-            [f"critic.pretrain_max_steps={args.pretrain_steps}"],
+            n,
+            [*base, f"critic.pretrain_max_steps={args.pretrain_steps}"],
         ),
-        "vapo, no pretrain": ("vapo_no_pretrain", "vapo", ["critic.pretrain_max_steps=0"]),
-        "ppo, lambda_critic 0.95": ("ppo_lam_critic_0.95", "ppo", ["algo.lam=0.95", "algo.lam_critic=0.95"]),
-        "ppo, lambda_critic 1 (decoupled)": ("ppo_lam_critic_1", "ppo", ["algo.lam=0.95", "algo.lam_critic=1.0"]),
+        "vapo, no pretrain": ("vapo_no_pretrain", "vapo", n, [*base, "critic.pretrain_max_steps=0"]),
+        "ppo, lambda_critic 0.95": ("ppo_lam_critic_0.95", "ppo", n, [*base, "algo.lam=0.95", "algo.lam_critic=0.95"]),
+        "ppo, lambda_critic 1 (decoupled)": (
+            "ppo_lam_critic_1",
+            "ppo",
+            n,
+            [*base, "algo.lam=0.95", "algo.lam_critic=1.0"],
+        ),
     }
-    arms: dict[str, list] = {}
-    dirs = []
-    for label, (stem, recipe, sets) in arm_sets.items():
-        for seed in args.seeds:
-            d = out / f"{stem}_s{seed}"
-            rows = common.train(
-                d, recipe, [*base, *sets], steps=args.steps, seed=seed, model=args.model, lock=args.lock
-            )
-            arms.setdefault(label, []).append(rows)
-            dirs.append(d)
+    arms, dirs = common.run_arms(out, arm_sets, args.seeds, model=args.model, lock=args.lock)
     common.compare(dirs, out / "compare", "steps", args.lock)
     figures = {
         "length, first 2 steps": first_mean,

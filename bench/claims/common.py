@@ -89,6 +89,28 @@ def train(
     return read_rows(run_dir)
 
 
+def run_arms(
+    out: Path,
+    arm_sets: dict[str, tuple[str, str, int, list[str]]],
+    seeds: Sequence[int],
+    *,
+    model: str,
+    lock: str | None,
+    task: str = "add1",
+) -> tuple[dict[str, list[list[dict[str, Any]]]], list[Path]]:
+    """Train every arm (label -> (directory stem, recipe, steps, overrides)) under every seed into
+    `out/<stem>_s<seed>`; returns (label -> each seed's rows, the run directories in order)."""
+    arms: dict[str, list[list[dict[str, Any]]]] = {}
+    dirs: list[Path] = []
+    for label, (stem, recipe, steps, sets) in arm_sets.items():
+        for seed in seeds:
+            d = out / f"{stem}_s{seed}"
+            rows = train(d, recipe, sets, steps=steps, seed=seed, model=model, lock=lock, task=task)
+            arms.setdefault(label, []).append(rows)
+            dirs.append(d)
+    return arms, dirs
+
+
 def read_rows(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
 
