@@ -77,8 +77,9 @@ def train(
     task: str = "add1",
     extra: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
-    """One training run into `run_dir` (reused when it already finished: the scripts can be re-run to resume)."""
-    if not (run_dir / "final").exists():
+    """One training run into `run_dir` (reused when it already finished those `steps`: the scripts can be re-run to
+    resume, and a longer budget re-trains)."""
+    if not finished(run_dir, steps):
         if run_dir.exists():
             import shutil
 
@@ -87,6 +88,13 @@ def train(
         args += ["--seed", str(seed), "--output-dir", str(run_dir), *extra]
         grpokit([*args, *[x for s in sets for x in ("--set", s)]], lock)
     return read_rows(run_dir)
+
+
+def finished(run_dir: Path, steps: int) -> bool:
+    """Whether `run_dir` holds a finished run of exactly `steps` steps."""
+    if not (run_dir / "final").exists():
+        return False
+    return max((int(r["step"]) for r in step_rows(read_rows(run_dir))), default=0) == steps
 
 
 def run_arms(
