@@ -57,6 +57,13 @@ def verdict(without: list[list[dict[str, Any]]], with_fix: list[list[dict[str, A
     return f"not at this scale ({figs})"
 
 
+def median_defined(rows: list[dict[str, Any]], key: str) -> float:
+    """Median of `key` over the rows where it is defined: EV is NaN on a batch whose returns barely vary (every
+    answer right), and runs logged before that rule read -1e4 there; the median is robust to either."""
+    vals = [float(r[key]) for r in rows if r.get(key) is not None and r[key] == r[key]]
+    return statistics.median(vals) if vals else float("nan")
+
+
 def main() -> None:
     ap = common.parser("c5_value_pretraining", __doc__)
     ap.set_defaults(seeds=[0])
@@ -92,7 +99,7 @@ def main() -> None:
         "length kept (last / first)": kept,
         "shortest step mean": lambda r: min(lengths(r)),
         "value pretrain batches": lambda r: float(sum(1 for x in r if PRETRAIN_EV in x)),
-        "critic EV (last 4 steps)": lambda r: common.last_mean(common.step_rows(r), EV, 4),
+        "critic EV (median over steps)": lambda r: median_defined(common.step_rows(r), EV),
         "held-out acc (end)": lambda r: common.final(r, "eval/accuracy"),
     }
     labels = list(arm_sets)
