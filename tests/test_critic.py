@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from grpokit.algos.advantages import explained_variance, gae
 from grpokit.config import CriticConfig, build_config
 from grpokit.critic import Critic, CriticOptimizer, pretraining_done
 from grpokit.trainer import Trainer, fit
@@ -55,6 +56,26 @@ def test_critic_head_with_its_own_optimizer_learns_a_regression() -> None:
             critic, CriticOptimizer(critic, CriticConfig(lr=lr)), 50, torch.Generator().manual_seed(1)
         )
     assert evs[1e-3] > 0.5 and evs[5e-6] < 0.05, evs
+
+
+def test_explained_variance_is_the_formula_and_undefined_when_the_returns_barely_vary() -> None:
+    """Spec §2: EV = 1 - Var(G - V) / Var(G); a batch with one outcome everywhere (every answer right) whose returns
+    differ only by a per-token KL penalty (ppo's kl_placement=reward) has no variance to explain: NaN, not -1e4."""
+    gen = torch.Generator().manual_seed(0)
+    n, t = 32, 24
+    mask = torch.ones(n, t)
+    values = 0.8 + 0.3 * torch.rand(n, t, generator=gen)
+    token_rewards = -1e-4 * torch.rand(n, t, generator=gen)  # the KL penalty's crumbs
+    token_rewards[:, -1] += 1.0  # every answer right
+    returns = gae(token_rewards, values, mask, gamma=1.0, lam=1.0)[1]
+    assert 0 < float(returns.var()) < 1e-6
+    assert math.isnan(explained_variance(returns, values, mask))
+    token_rewards[: n // 2, -1] -= 1.0  # half wrong: the returns vary, the formula applies
+    returns = gae(token_rewards, values, mask, gamma=1.0, lam=1.0)[1]
+    g, v = returns.double().flatten(), values.double().flatten()
+    want = 1 - float((g - v).var() / g.var())
+    assert explained_variance(returns, values, mask) == pytest.approx(want, rel=1e-9)
+    assert explained_variance(returns, returns, mask) == pytest.approx(1.0)
 
 
 def test_pretraining_stops_on_explained_variance_or_cap() -> None:

@@ -349,13 +349,26 @@ def value_targets(
     return gae(r, values, mask, gamma=gamma, lam=lam_critic)[1]
 
 
+EV_MIN_RELATIVE_STD = 1e-3
+
+
 def explained_variance(returns: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> float:
-    """EV = 1 - Var(G - V) / Var(G) over valid tokens (spec §2 failure signals); NaN if Var(G) = 0."""
+    """EV = 1 - Var(G - V) / Var(G) over valid tokens (spec §2 failure signals).
+
+    NaN (undefined, not bad) when the returns barely vary: std(G) < 1e-3 * max(rms(G), 1). That is a batch with one
+    outcome everywhere (every answer right, or every answer wrong); with a KL penalty in the reward (ppo) its returns
+    differ only by the penalty's crumbs (Var(G) ~ 1e-9), and the plain ratio read -77073 on such a step of a critic
+    whose value loss was 0.02. A NaN skips the step in plots and in value pretraining's stopping rule.
+    """
     g = returns[mask.bool()].double()
     v = values[mask.bool()].double()
-    if g.numel() < 2 or float(g.var()) == 0.0:
+    if g.numel() < 2:
         return float("nan")
-    return float(1 - (g - v).var() / g.var())
+    var_g = float(g.var())
+    scale = max(float(g.pow(2).mean().sqrt()), 1.0)
+    if var_g**0.5 < EV_MIN_RELATIVE_STD * scale:
+        return float("nan")
+    return float(1 - (g - v).var() / var_g)
 
 
 def broadcast_advantages(adv: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
