@@ -20,6 +20,30 @@ from pathlib import Path
 import common
 
 
+def plot(curves: list[tuple[str, float, list[float]]], path: Path) -> None:
+    """Measured `zv/frac` per step (solid) against preflight's forecast (dashed), one colour per task and seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for i, (label, forecast, measured) in enumerate(curves):
+        colour = f"C{i}"
+        steps = list(range(1, len(measured) + 1))
+        ax.plot(steps, measured, marker="o", color=colour, label=f"{label}: measured")
+        ax.axhline(forecast, color=colour, linestyle="--", label=f"{label}: forecast {forecast:.2f}")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("zero-variance groups (fraction)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xticks(range(1, max(len(c[2]) for c in curves) + 1))
+    ax.set_title(f"Preflight's zero-variance forecast vs steps 1-{max(len(c[2]) for c in curves)}")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = common.parser("c6_preflight_predicts", __doc__)
     ap.add_argument("--tasks", nargs="+", default=["add1", "add2"])
@@ -38,6 +62,7 @@ def main() -> None:
     ]
     trend: dict[str, list[tuple[float, float]]] = {}  # task -> (first step, last step) per seed
     diffs: dict[str, list[float]] = {}
+    curves: list[tuple[str, float, list[float]]] = []  # (task and seed, forecast, measured per step)
     for task in args.tasks:
         for seed in args.seeds:
             pf_dir = out / f"preflight_{task}_s{seed}"
@@ -81,6 +106,7 @@ def main() -> None:
             )
             measured = [float(r["zv/frac"]) for r in rows[: args.steps]]
             m = statistics.fmean(measured)
+            curves.append((f"{task}, seed {seed}", forecast, measured))
             diffs.setdefault(task, []).append(forecast - m)
             trend.setdefault(task, []).append((measured[0], measured[-1]))
             per = ", ".join(f"{v:.2f}" for v in measured)
@@ -103,6 +129,7 @@ def main() -> None:
             f"- **{task}**: forecast - measured {common.spread(d)} across seeds; worst |diff| {worst:.3f}: {verdict}."
             + moved
         )
+    plot(curves, out / "zero_variance.png")
     common.write_result(
         out,
         "Claim 6: preflight predicts the zero-variance fraction",
