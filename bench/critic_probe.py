@@ -71,6 +71,14 @@ def split_prompts(n_fit: int, seed: int) -> dict[str, list]:
     return {"fit": train[:n_fit], "heldout": train[n_fit:] + task.examples("test")}
 
 
+def add_rollout_args(ap: argparse.ArgumentParser, fit_prompts: int) -> None:
+    """The add1 rollout flags shared by the critic probes: prompts to fit on, samples, length, temperature."""
+    ap.add_argument("--fit-prompts", type=int, default=fit_prompts, help="add1 train pairs to fit on (of 80)")
+    ap.add_argument("--samples", type=int, default=8, help="completions per prompt")
+    ap.add_argument("--max-new-tokens", type=int, default=32)
+    ap.add_argument("--temperature", type=float, default=1.0)
+
+
 def sample(engine, tok, examples: list, params: SamplingParams) -> dict[str, torch.Tensor]:
     """Rollouts of `examples` (n per prompt) with their 0/1 exact_numeric rewards."""
     prompts = [tok(render_prompt(tok, ex), add_special_tokens=False)["input_ids"] for ex in examples]
@@ -319,10 +327,7 @@ def print_report(data: dict, sets: dict, rows: list[dict], k: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--fit-prompts", type=int, default=64, help="add1 train pairs to fit on (of 80)")
-    ap.add_argument("--samples", type=int, default=8, help="completions per prompt")
-    ap.add_argument("--max-new-tokens", type=int, default=32)
-    ap.add_argument("--temperature", type=float, default=1.0)
+    add_rollout_args(ap, fit_prompts=64)
     ap.add_argument("--mid-layer", type=int, default=-1, help="decoder layer for `mid` (default: L // 2)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache", default="", help="save rollouts + features here, or load them when the file exists")

@@ -13,13 +13,14 @@ Prompts are split as in `critic_probe.py` (fit = `--fit-prompts` train pairs; he
 whole test split); `fresh` is new samples of the fit prompts (held-out rollouts of prompts the critic has seen, as
 in training). Also printed: EV on the fit buffer and the AUC of V at each sequence's last token.
 
-Measured (seed 0, defaults, 6 epochs; fit acc 0.19, held-out 0.26, fresh 0.17): EV on the buffer rose 0.14 -> 0.48,
+Measured (seed 0, defaults; fit acc 0.19, held-out 0.26, fresh 0.17; rollouts sampled in chunks of 4 prompts by an
+earlier version of `rollouts`, so a fresh cache draws other samples): EV on the buffer rose 0.14 -> 0.48,
 on fresh samples 0.04 -> -0.07 and on held-out prompts 0.04 -> 0.00, with the last-token AUC 0.75-0.83 throughout.
 The critic ranks final states but does not generalise the per-token value from 480 rollouts of 60 prompts.
 
 Run from the repository root, one torch job at a time (about 20 CPU minutes on 2 cores for 6 epochs: 145 s each):
 
-    .venv/bin/python bench/critic_value_model_fit.py --cache runs/critic_value_fit.pt --epochs 8
+    .venv/bin/python bench/critic_value_model_fit.py --cache runs/critic_value_fit.pt
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
 
-from critic_probe import sample, split_prompts  # noqa: E402
+from critic_probe import add_rollout_args, sample, split_prompts  # noqa: E402
 from critic_probe_fit import auc  # noqa: E402
 
 from grpokit.algos import explained_variance  # noqa: E402
@@ -45,58 +46,34 @@ from grpokit.critic import Critic  # noqa: E402
 from grpokit.models import load_model_and_tokenizer  # noqa: E402
 from grpokit.rollout import SamplingParams, make_engine  # noqa: E402
 
-KEYS = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "reward", "group")
+KEYS = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")
 
 
 def rollouts(args: argparse.Namespace, model, tok) -> dict[str, dict[str, torch.Tensor]]:
     """Rollouts of the initial policy (cached in --cache): `fit`, `heldout` (prompts never fitted on) and `fresh`
-    (new samples of the fit prompts)."""
-    out: dict[str, dict[str, torch.Tensor]] = {}
-    if args.cache and os.path.exists(args.cache):
-        out = torch.load(args.cache)
+    (new samples of the fit prompts), each split sampled in one call under its own seed."""
+    cached = bool(args.cache) and os.path.exists(args.cache)
+    out: dict[str, dict[str, torch.Tensor]] = torch.load(args.cache) if cached else {}
     splits = split_prompts(args.fit_prompts, args.seed)
-    splits["fresh"] = splits["fit"]  # new samples of the fit prompts
-    if all(k in out for k in splits):
+    splits["fresh"] = splits["fit"]
+    missing = [k for k in splits if k not in out]
+    if not missing:
         return out
     engine = make_engine("hf", model=model, tokenizer=tok)
     params = SamplingParams(n=args.samples, max_new_tokens=args.max_new_tokens, temperature=args.temperature)
-    for k, (split, examples) in enumerate(splits.items()):
-        if split in out:
-            continue
-        torch.manual_seed(args.seed + 1000 * k)
-        parts = [sample(engine, tok, examples[i : i + 4], params) for i in range(0, len(examples), 4)]
-        out[split] = _concat(parts)
-        print(f"{split}: {len(out[split]['reward'])} rollouts, accuracy {out[split]['reward'].float().mean():.3f}")
+    for k, split in enumerate(splits):
+        if split in missing:
+            torch.manual_seed(args.seed + 1000 * k)
+            out[split] = sample(engine, tok, splits[split], params)
+            out[split]["reward"] = out[split]["reward"].float()
     if args.cache:
         os.makedirs(os.path.dirname(args.cache) or ".", exist_ok=True)
         torch.save(out, args.cache)
     return out
 
 
-def _pad(x: torch.Tensor, width: int, left: bool) -> torch.Tensor:
-    pad = x.new_zeros(x.shape[0], width - x.shape[1])
-    return torch.cat([pad, x] if left else [x, pad], 1)
-
-
-def _concat(parts: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """Rows of every part; prompts left-padded and completions right-padded to a common width; groups renumbered."""
-    p_w = max(p["prompt_ids"].shape[1] for p in parts)
-    c_w = max(p["completion_ids"].shape[1] for p in parts)
-    out: dict[str, list[torch.Tensor]] = {k: [] for k in KEYS}
-    offset = 0
-    for p in parts:
-        out["prompt_ids"].append(_pad(p["prompt_ids"], p_w, True))
-        out["prompt_mask"].append(_pad(p["prompt_mask"], p_w, True))
-        out["completion_ids"].append(_pad(p["completion_ids"], c_w, False))
-        out["completion_mask"].append(_pad(p["completion_mask"], c_w, False))
-        out["reward"].append(p["reward"].float())
-        out["group"].append(p["group"] + offset)
-        offset += int(p["group"].max()) + 1
-    return {k: torch.cat(v) for k, v in out.items()}
-
-
 def values(critic: Critic, d: dict[str, torch.Tensor], idx: torch.Tensor) -> torch.Tensor:
-    cols = [d[k][idx] for k in KEYS[:4]]
+    cols = [d[k][idx] for k in KEYS]
     return critic.values(*cols)
 
 
@@ -105,9 +82,8 @@ def evaluate(critic: Critic, d: dict[str, torch.Tensor], batch: int) -> dict[str
     """Token EV over all rows of `d` and the AUC of V at each row's last completion token."""
     critic.eval()
     n = len(d["reward"])
-    vs = [values(critic, d, torch.arange(s, min(s + batch, n))) for s in range(0, n, batch)]
+    v = torch.cat([values(critic, d, torch.arange(s, min(s + batch, n))) for s in range(0, n, batch)])
     critic.train()
-    v = torch.cat([_pad(x, d["completion_ids"].shape[1], False) for x in vs])
     m = d["completion_mask"].float()
     g = d["reward"][:, None].expand_as(m)
     last = (m.sum(1) - 1).clamp(min=0).long()
@@ -119,11 +95,8 @@ def evaluate(critic: Critic, d: dict[str, torch.Tensor], batch: int) -> dict[str
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--fit-prompts", type=int, default=60, help="add1 train pairs to fit on (of 80)")
-    ap.add_argument("--samples", type=int, default=8, help="completions per prompt")
-    ap.add_argument("--max-new-tokens", type=int, default=32)
-    ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--epochs", type=int, default=8)
+    add_rollout_args(ap, fit_prompts=60)
+    ap.add_argument("--epochs", type=int, default=6)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--trunk-lr", type=float, default=1e-5)
     ap.add_argument("--head-lr", type=float, default=1e-3)
@@ -156,7 +129,6 @@ def main() -> None:
             idx = torch.tensor(order[s : s + args.batch])
             m = fit["completion_mask"][idx].float()
             v = values(critic, fit, idx)
-            m = m[:, : v.shape[1]]
             loss = (((v - fit["reward"][idx][:, None]) ** 2) * m).sum() / m.sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
