@@ -4,7 +4,7 @@ Samples rollouts of the embedded SmolLM2-135M-Instruct on `add1` with grpokit's 
 task's reward (`exact_numeric`, 0/1), and fits value probes on the tokens of the fit rollouts. With gamma = lambda
 = 1 every completion token's return is its sequence's final reward, so the target of V(s_t) is that reward, and
 
-    EV = 1 - Var(G - V) / Var(G)      over completion tokens (spec §2; grpokit.algos.explained_variance).
+    EV = 1 - Var(G - V) / Var(G)      over completion tokens (docs/math.md §2; grpokit.algos.explained_variance).
 
 V(s_t) is read where grpokit's critic reads it: at the position that predicts completion token t, so the state is
 the prompt plus tokens < t. Feature sets (all functions of that state under the current policy):

@@ -4,7 +4,7 @@
 grpokit's `Critic`) is trained by regression on a fixed buffer of add1 rollouts of the initial policy, for several
 epochs, and after each epoch its explained variance is measured on rollouts of prompts it never saw:
 
-    loss = mean over completion tokens of (V(s_t) - G_t)^2,  G_t = R (gamma = lambda = 1, spec §2, §11)
+    loss = mean over completion tokens of (V(s_t) - G_t)^2,  G_t = R (gamma = lambda = 1, docs/math.md §2, §11)
     EV   = 1 - Var(G - V) / Var(G)   over held-out completion tokens (grpokit.algos.explained_variance)
 
 Online value pretraining (`phases/value_pretrain.py`) sees each batch `critic.ppo_epochs` times and then moves on;

@@ -1,4 +1,4 @@
-"""Peak memory and time of chunked vs naive log-probs + entropy (forward + backward), spec §1.6.
+"""Peak memory and time of chunked vs naive log-probs + entropy (forward + backward), docs/math.md §1.6.
 
 Variants, all on bf16 inputs, loss = sum(logp) + 0.01 * sum(entropy), then backward:
 

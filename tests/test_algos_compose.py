@@ -1,4 +1,4 @@
-"""`compute_loss` terms against direct computations (ALGORITHMS.md §2 total loss, §16 KL placement, §12 entropy
+"""`compute_loss` terms against direct computations (docs/math.md §2 total loss, §16 KL placement, §12 entropy
 bonus, §10 IS correction, §2 value loss, §11 VAPO NLL). Reference values are written out with plain torch
 formulas, not with the library's own `aggregate`."""
 

@@ -1,4 +1,4 @@
-"""Edge cases of ALGORITHMS.md §19.1 (and §1.5 rule 1): zero-variance groups, empty masks, groups of size 1,
+"""Edge cases of docs/math.md §19.1 (and §1.5 rule 1): zero-variance groups, empty masks, groups of size 1,
 all-masked batches, and log-ratio overflow."""
 
 from __future__ import annotations

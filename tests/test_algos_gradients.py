@@ -1,4 +1,4 @@
-"""Gradients where the methods differ (ALGORITHMS.md §18.16.2-8): zero-gradient regions, CISPO's lack of them,
+"""Gradients where the methods differ (docs/math.md §18.16.2-8): zero-gradient regions, CISPO's lack of them,
 GSPO vs GSPO-token, GMPO's sign-aware per-token clip, Dr. GRPO vs GRPO token weights, the on-policy PPO = PG
 identity, gradient-free IS weights and top-entropy masking."""
 

@@ -1,4 +1,4 @@
-"""Chunked log-probs and entropy (ALGORITHMS.md §1.2 temperature, §1.6 entropy): `logprobs_and_entropy` must
+"""Chunked log-probs and entropy (docs/math.md §1.2 temperature, §1.6 entropy): `logprobs_and_entropy` must
 equal the naive full-vocabulary computation in value and gradient, with and without a `head`."""
 
 from __future__ import annotations

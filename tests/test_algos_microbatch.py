@@ -1,4 +1,4 @@
-"""Micro-batch split invariance (ALGORITHMS.md §1.5 rule 2, §18.16.1).
+"""Micro-batch split invariance (docs/math.md §1.5 rule 2, §18.16.1).
 
 Splitting an optimizer mini-batch into micro-batches of unequal sizes (one of them holding a fully-masked
 sequence) and accumulating `compute_loss(..., denominators=<global sums>)` gradients must reproduce the

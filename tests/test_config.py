@@ -1,5 +1,5 @@
 """Config values keep their meaning through every layer: the word `none` is a choice where a field's choices name
-it (`algo.adv_scale=none`: Dr. GRPO's mean-only advantage, spec §4), and null (unset) elsewhere."""
+it (`algo.adv_scale=none`: Dr. GRPO's mean-only advantage, docs/math.md §4), and null (unset) elsewhere."""
 
 from __future__ import annotations
 

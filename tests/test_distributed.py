@@ -1,6 +1,7 @@
 """Multi-process training under torchrun (gloo on this CPU), for real: two processes of the tiny model produce
 the parameters one process produces on the same global batch (DDP sums gradients; loss denominators are
-all-reduced, spec §1.5), a 2-process `grpokit train` writes one log and per-rank checkpoints and resumes, and the
+all-reduced, docs/math.md §1.5), a 2-process `grpokit train` writes one log and per-rank checkpoints and resumes, and
+the
 ranks' prompt streams never overlap."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ colocated in the test process with the embedded SmolLM2-135M-Instruct. One vLLM 
 module and shared (`share_llm`): each trainer re-syncs its own weights into it, as a run does after every update.
 
 What is checked: sampling parameters map one to one (n, min/max tokens, stop ids, seeds, temperature), vLLM's
-sampler log-probs are the learner's own (spec §10: the mismatch TIS/MIS correct is only numerical), after an
+sampler log-probs are the learner's own (docs/math.md §10: the mismatch TIS/MIS correct is only numerical), after an
 optimizer step the pushed weights give the learner's log-probs again (and stale weights would not), LoRA runs
 push merged weights, and a recipe trains end to end with `rollout.engine=vllm`.
 
@@ -173,7 +173,7 @@ def test_a_recipe_trains_end_to_end_on_vllm(engine: VLLMEngine, tmp_path: Path) 
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in rows if "time/generate" in r]
     assert len(steps) == 2
-    # sampler/learner mismatch is tiny on vLLM's processed log-probs (spec §17 mismatch signal)
+    # sampler/learner mismatch is tiny on vLLM's processed log-probs (docs/math.md §17 mismatch signal)
     assert all(r["mismatch/abs_diff_mean"] < 1e-3 for r in steps)
     assert summary["eval_after"]["eval/accuracy"] >= 0.0
     run = json.loads((tmp_path / "run.json").read_text())

@@ -1,7 +1,7 @@
 """Claim 6 (issue 14): preflight predicts the zero-variance fraction training will see.
 
 For each task and seed: `grpokit preflight --json` forecasts the fraction of groups of size G whose rewards are all
-equal (spec §17.1's ZV, from per-prompt pass rates), then `grpokit train` runs the
+equal (docs/math.md §17.1's ZV, from per-prompt pass rates), then `grpokit train` runs the
 first steps of `grpo` (no dynamic sampling, no filtering) with the same G and temperature, and `zv/frac` is read
 from each step's metrics. Preflight's forecast for G up to its own samples per prompt is unbiased (drawing G of
 the n sampled answers); the plug-in p^G + (1-p)^G, shown beside it, is what preflight printed before.

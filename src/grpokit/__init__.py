@@ -1,6 +1,7 @@
 """grpokit — RL post-training of language models with the GRPO family, with training that explains itself.
 
 The algorithm core lives in `grpokit.algos` (pure torch); the trainer, rollout engines, data and rewards build on it.
+Every `§N` in grpokit's docstrings is a section of its math reference, docs/math.md.
 """
 
 __version__ = "0.1.0"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # advantage estimators that give a non-zero signal with one sample per prompt: a batch-level baseline
-# (REINFORCE++, spec §6) or a learned value (GAE, spec §2/§11); every other estimator is group-relative
+# (REINFORCE++, docs/math.md §6) or a learned value (GAE, docs/math.md §2/§11); every other estimator is group-relative
 ONE_SAMPLE_ADVANTAGES = ("reinforce_pp", "gae", "vapo_gae", "length_adaptive_gae")
 ON_LONG_PROMPT = ("skip", "error")
 ON_DIVERGENCE = ("stop", "continue")

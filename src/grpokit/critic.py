@@ -1,4 +1,4 @@
-"""The value model of the PPO family (spec §2, §11): its own module, optimizer, learning rate, gradient clip and
+"""The value model of the PPO family (docs/math.md §2, §11): its own module, optimizer, learning rate, gradient clip and
 schedule, so it learns at the rate a regression needs rather than the policy's.
 
 Kinds (`critic.kind`):

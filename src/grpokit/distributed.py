@@ -1,7 +1,7 @@
 """Multi-process training under `torchrun`: process group set-up (gloo on CPU, NCCL on GPU), the policy wrapped in
 torch DDP, and the few collectives a step needs (loss denominators, "does any rank have work", metrics).
 
-How a step is split (spec §1.5 rule 2: every rank divides by the *global* token/sequence counts, so the sum of
+How a step is split (docs/math.md §1.5 rule 2: every rank divides by the *global* token/sequence counts, so the sum of
 the ranks' gradients is the gradient of the whole batch):
 - prompts: rank r reads positions r, r+W, r+2W, ... of the seeded epoch permutation (`PromptStream`), so ranks
   never share a prompt within an epoch; each rank's position is checkpointed;

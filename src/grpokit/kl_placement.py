@@ -1,4 +1,4 @@
-"""Where the KL penalty to the reference enters the update, as registered strategies (spec §12, §16).
+"""Where the KL penalty to the reference enters the update, as registered strategies (docs/math.md §12, §16).
 
 `algo.kl_placement` picks one:
 * `loss` — beta Agg(k(theta)) is added to the loss by `algos.compute_loss` (GRPO, verl `use_kl_loss`); nothing
@@ -60,7 +60,8 @@ class KLPlacement:
 
 @register_placement("reward")
 class KLInReward(KLPlacement):
-    """r_t <- r_t - beta k1_t (per token), or R <- R - beta sum_t k1_t for scalar-reward estimators (spec §16)."""
+    """r_t <- r_t - beta k1_t (per token), or R <- R - beta sum_t k1_t for scalar-reward estimators (docs/math.md
+    §16)."""
 
     def needs_old_logp(self) -> bool:
         return self.algo.kl_coef > 0
@@ -75,7 +76,8 @@ class KLInReward(KLPlacement):
 
 @register_placement("reward_centered")
 class CenteredKL(KLPlacement):
-    """T1 (spec §12): A <- A - beta (KL_seq,i - mean of its group), so the penalty does not shift the group mean."""
+    """T1 (docs/math.md §12): A <- A - beta (KL_seq,i - mean of its group), so the penalty does not shift the group
+    mean."""
 
     def needs_old_logp(self) -> bool:
         return self.algo.kl_coef > 0

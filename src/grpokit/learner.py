@@ -1,5 +1,5 @@
 """Learner forward pass: chosen-token log-probs, entropies and values of completions, computed from the last
-hidden states with the LM head applied in chunks (no full [N, T, V] float32 logits, spec §1.6)."""
+hidden states with the LM head applied in chunks (no full [N, T, V] float32 logits, docs/math.md §1.6)."""
 
 from __future__ import annotations
 

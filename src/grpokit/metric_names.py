@@ -1,13 +1,14 @@
 """The metric keys grpokit writes to `metrics.jsonl` (and TensorBoard), one constant each, grouped by family.
 
 Signals, detectors, log readers, the report, the doctor and the console import these instead of repeating string
-literals, so a renamed metric is renamed everywhere. Definitions follow spec §17 where a signal is defined there.
+literals, so a renamed metric is renamed everywhere. Definitions follow docs/math.md §17 where a signal is defined
+there.
 Foreign logs (TRL, verl, OpenRLHF) are mapped onto these names by `monitor/readers`.
 """
 
 from __future__ import annotations
 
-# --- reward (spec §17.4): the verifier's scores over every generated sample of the step -----------------------
+# --- reward (docs/math.md §17.4): the verifier's scores over every generated sample of the step -----------------------
 REWARD_PREFIX = "reward/"
 REWARD_MEAN = "reward/mean"  # mean (shaped) reward over finite rewards
 REWARD_STD = "reward/std"  # sample standard deviation of the finite rewards
@@ -26,7 +27,7 @@ REWARD_KEPT_PREFIX = "reward/kept_"  # reward/kept_mean, ...: the reward signals
 REWARD_CORR_PREFIX = "reward/corr/"  # reward/corr/<component>: total reward vs. each non-first component
 REWARD_FAILURES_PREFIX = "reward/failures_"  # reward/failures_<kind>: failed samples by failure kind
 
-# --- zero-variance groups (spec §17.1) -----------------------------------------------------------------------
+# --- zero-variance groups (docs/math.md §17.1) -----------------------------------------------------------------------
 ZV_PREFIX = "zv/"
 ZV_FRAC = "zv/frac"  # groups whose rewards are all equal (zero advantage)
 ZV_SAMPLE_FRAC = "zv/sample_frac"  # the sample-weighted zv/frac (TRL's frac_reward_zero_std)
@@ -35,13 +36,13 @@ ZV_ALL_CORRECT = "zv/all_correct"  # groups where every sample is correct
 ZV_ALL_WRONG = "zv/all_wrong"  # groups where every sample is wrong
 ZV_GROUPS = "zv/groups"  # groups with at least two finite rewards
 
-# --- token entropy (spec §17.2) ------------------------------------------------------------------------------
+# --- token entropy (docs/math.md §17.2) ------------------------------------------------------------------------------
 ENTROPY_PREFIX = "entropy/"
 ENTROPY_TOKEN_MEAN = "entropy/token_mean"  # mean policy entropy over response tokens
 ENTROPY_SEQ_MEAN = "entropy/seq_mean"  # mean over non-empty sequences of each sequence's token-mean entropy
 ENTROPY_COEF = "entropy/coef"  # the (possibly adaptive) entropy-bonus coefficient
 
-# --- KL to the reference and to the initial policy (spec §17.3) ----------------------------------------------
+# --- KL to the reference and to the initial policy (docs/math.md §17.3) ----------------------------------------------
 KL_REF_FAMILY = "kl_ref"  # the `prefix` given to algos.kl_metrics for KL to the reference
 KL_REF_PREFIX = "kl_ref/"
 KL_REF_K1 = "kl_ref/k1"  # token-mean k1 estimate of KL(pi || pi_ref)
@@ -53,7 +54,7 @@ KL_INIT_K1 = "kl_init/k1"  # token-mean k1 estimate of KL(pi || pi_init)
 KL_INIT_K3 = "kl_init/k3"  # token-mean k3 estimate of KL(pi || pi_init)
 KL_COEF = "kl/coef"  # the (possibly adaptive) KL coefficient beta
 
-# --- sampler/learner mismatch (spec §17.6) -------------------------------------------------------------------
+# --- sampler/learner mismatch (docs/math.md §17.6) -------------------------------------------------------------------
 MISMATCH_PREFIX = "mismatch/"
 MISMATCH_RHO_MEAN = "mismatch/rho_mean"  # token-mean importance ratio pi_learner / pi_sampler
 MISMATCH_RHO_MAX = "mismatch/rho_max"  # largest token ratio
@@ -64,7 +65,7 @@ MISMATCH_ABS_DIFF_MAX = "mismatch/abs_diff_max"  # largest |log-prob difference|
 MISMATCH_KL_K1 = "mismatch/kl_k1"  # k1 estimate of KL(sampler || learner)
 MISMATCH_KL_K3 = "mismatch/kl_k3"  # k3 estimate of KL(sampler || learner)
 
-# --- response length (spec §17.5) ----------------------------------------------------------------------------
+# --- response length (docs/math.md §17.5) ----------------------------------------------------------------------------
 LENGTH_PREFIX = "length/"
 LENGTH_MEAN = "length/mean"  # mean response length in tokens
 LENGTH_MIN = "length/min"  # shortest response

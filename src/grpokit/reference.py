@@ -1,9 +1,9 @@
-"""The reference policy of the KL term, as registered strategies (spec §12, §16, §17.3).
+"""The reference policy of the KL term, as registered strategies (docs/math.md §12, §16, §17.3).
 
 `algo.reference` picks one: `none` (no reference model), `frozen` (the initial policy, GRPO/PPO), `ema`
 (T1's dynamic anchor: theta_ref <- eta theta_ref + (1 - eta) theta after every optimizer step) or `sync`
 (hard copy of the policy every `ref_sync_every` steps). A moving reference hides cumulative drift, so `ema` and
-`sync` also keep the initial policy and KL to it is logged as `kl_init/*` (spec §17.3).
+`sync` also keep the initial policy and KL to it is logged as `kl_init/*` (docs/math.md §17.3).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class _MovingReference(Reference):
 
 @register_reference("ema")
 class EmaReference(_MovingReference):
-    """T1 dynamic anchor (spec §12): theta_ref <- eta theta_ref + (1 - eta) theta after each optimizer step."""
+    """T1 dynamic anchor (docs/math.md §12): theta_ref <- eta theta_ref + (1 - eta) theta after each optimizer step."""
 
     def after_optimizer_step(self, policy: torch.nn.Module) -> None:
         ema_update_(self.model.parameters(), policy.parameters(), self.algo.ref_ema_eta)

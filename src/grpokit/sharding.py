@@ -13,7 +13,7 @@ strategies:
 A single process (world size 1) uses neither: the policy is trained in place.
 
 Gradients are summed over ranks, not averaged: every rank's loss already divides by the global token/sequence
-counts (spec §1.5 rule 2), so the sum is the gradient of the whole batch.
+counts (docs/math.md §1.5 rule 2), so the sum is the gradient of the whole batch.
 """
 
 from __future__ import annotations

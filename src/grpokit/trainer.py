@@ -82,7 +82,7 @@ def monitor_context(cfg: Config) -> dict[str, Any]:
 
 
 def make_kl_controller(algo: Any) -> Any:
-    """The registered KL controller; its fields other than `value` come from `algo.kl_<field>` (spec §2)."""
+    """The registered KL controller; its fields other than `value` come from `algo.kl_<field>` (docs/math.md §2)."""
     cls = algos.KL_CONTROLLERS[algo.kl_controller]
     extra = {f.name: getattr(algo, f"kl_{f.name}") for f in dataclasses.fields(cls) if f.name != "value"}
     return cls(algo.kl_coef, **extra)
@@ -332,7 +332,7 @@ class Trainer:
     def _after_step(self, metrics: dict[str, float], n: int) -> None:
         """Controllers and the reference move once per step."""
         if mn.KL_REF_K1 in metrics:
-            # n = the batch's sample count, as Ziegler et al. and verl pass it (spec §2)
+            # n = the batch's sample count, as Ziegler et al. and verl pass it (docs/math.md §2)
             self.kl_ctl.update(metrics[mn.KL_REF_K1], n)
         self.ent_coef.update(metrics.get(mn.ENTROPY_TOKEN_MEAN, float("nan")))
         self.reference.after_step(self.model, self.step)

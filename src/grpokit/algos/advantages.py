@@ -1,4 +1,4 @@
-"""Advantage estimators (spec §2, §3, §4, §6, §11, §13, §15).
+"""Advantage estimators (docs/math.md §2, §3, §4, §6, §11, §13, §15).
 
 Outcome estimators take `(rewards[N], group_ids[N], *, <params>)` and return advantages `[N]`; the token-level
 ones (REINFORCE++, GAE family) also take `mask[N,T]` and return `[N,T]`. All are registered in `ADVANTAGES`
@@ -31,13 +31,13 @@ def grpo_advantage(
     adv_eps: float = 1e-6,
     valid: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """GRPO group normalisation (spec §3): A_i = (R_i - mean_g) / (std_g + eps).
+    """GRPO group normalisation (docs/math.md §3): A_i = (R_i - mean_g) / (std_g + eps).
 
     `adv_scale`: "group" divides by the Bessel std of the group (§1.3), "batch" by the std of all rewards in the
     batch (TRL `scale_rewards="batch"`), "none" keeps A_i = R_i - mean_g (Dr. GRPO, §4).
     Groups of size 1 get A = 0 (spec [X]; verl would give A = R). Unscorable samples (`valid`=False or a
     non-finite reward) are left out of their group's statistics and get A = 0 (TRL's NaN-aware behaviour).
-    Parameters (spec §3 defaults): adv_scale "group", adv_eps 1e-6 (verl; TRL uses 1e-4, GMPO 1e-8).
+    Parameters (docs/math.md §3 defaults): adv_scale "group", adv_eps 1e-6 (verl; TRL uses 1e-4, GMPO 1e-8).
     """
     ok = _valid(rewards, valid)
     r = torch.where(ok, rewards.to(torch.float64), torch.zeros_like(rewards, dtype=torch.float64))
@@ -51,7 +51,7 @@ def grpo_advantage(
         adv = centred
     else:
         raise ValueError(f"adv_scale={adv_scale!r} is not one of 'group', 'batch', 'none'")
-    # zero-variance groups get exactly 0 (spec §1.3, §19.1), not the rounding residue of r - mean
+    # zero-variance groups get exactly 0 (docs/math.md §1.3, §19.1), not the rounding residue of r - mean
     adv = torch.where(ok & (cnt >= 2) & (spread > 0), adv, torch.zeros_like(adv))
     return adv.to(torch.float32)
 
@@ -60,7 +60,7 @@ def grpo_advantage(
 def dr_grpo_advantage(
     rewards: torch.Tensor, group_ids: torch.Tensor, *, valid: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Dr. GRPO (spec §4): A_i = R_i - mean_g, no std division. Groups of size 1 get 0."""
+    """Dr. GRPO (docs/math.md §4): A_i = R_i - mean_g, no std division. Groups of size 1 get 0."""
     return grpo_advantage(rewards, group_ids, adv_scale="none", valid=valid)
 
 
@@ -68,7 +68,7 @@ def dr_grpo_advantage(
 def rloo_advantage(
     rewards: torch.Tensor, group_ids: torch.Tensor, *, valid: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """RLOO (spec §15.1): A_i = R_i - mean_{j != i} R_j = K/(K-1) (R_i - mean_g). K = 1 gives 0 (TRL)."""
+    """RLOO (docs/math.md §15.1): A_i = R_i - mean_{j != i} R_j = K/(K-1) (R_i - mean_g). K = 1 gives 0 (TRL)."""
     ok = _valid(rewards, valid)
     r = torch.where(ok, rewards.to(torch.float64), torch.zeros_like(rewards, dtype=torch.float64))
     mean, _, cnt, spread = group_stats(r, group_ids, ok)
@@ -77,10 +77,10 @@ def rloo_advantage(
 
 
 def gpg_alpha(rewards: torch.Tensor, group_ids: torch.Tensor, tol: float = 0.0) -> tuple[float, int, int]:
-    """GPG correction alpha = B / (B - M) (spec §6), M = responses in zero-variance groups (or size-1 groups).
+    """GPG correction alpha = B / (B - M) (docs/math.md §6), M = responses in zero-variance groups (or size-1 groups).
 
     Returns (alpha, B, M); alpha = 0.0 when B == M (spec [X]: the update is skipped and logged).
-    This is the paper's definition; verl's B / #{R_i != 0} differs (spec §19).
+    This is the paper's definition; verl's B / #{R_i != 0} differs (docs/math.md §19).
     """
     _, _, cnt, spread = group_stats(rewards, group_ids)
     degenerate = (spread <= tol) | (cnt < 2)
@@ -97,10 +97,10 @@ def gpg_advantage(
     gpg_alpha_correction: bool = True,
     valid: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """GPG (spec §6): A_i = alpha * (R_i - mean_g) / F_norm, alpha = B / (B - M).
+    """GPG (docs/math.md §6): A_i = alpha * (R_i - mean_g) / F_norm, alpha = B / (B - M).
 
     F_norm = 1 (default) or std_g + 1e-4 (`gpg_std_norm`). With B == M every advantage is 0 (skip, [X]).
-    Parameters (spec §6 defaults, the paper's best ablation): gpg_std_norm False, gpg_alpha_correction True.
+    Parameters (docs/math.md §6 defaults, the paper's best ablation): gpg_std_norm False, gpg_alpha_correction True.
     """
     ok = _valid(rewards, valid)
     r = torch.where(ok, rewards.to(torch.float64), torch.zeros_like(rewards, dtype=torch.float64))
@@ -112,7 +112,7 @@ def gpg_advantage(
 
 
 def _to_token_rewards(rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Place outcome reward R_i at the last valid token t*_i (spec §2); [N,T] rewards pass through."""
+    """Place outcome reward R_i at the last valid token t*_i (docs/math.md §2); [N,T] rewards pass through."""
     if rewards.dim() == 2:
         return rewards.to(torch.float32) * mask
     out = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
@@ -131,11 +131,11 @@ def reinforce_pp_advantage(
     gamma: float = 1.0,
     token_rewards: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """REINFORCE++ (spec §15.2): r_t = 1[t=t*] R - beta k_t; G_t = sum_{t'>=t} gamma^(t'-t) r_t';
+    """REINFORCE++ (docs/math.md §15.2): r_t = 1[t=t*] R - beta k_t; G_t = sum_{t'>=t} gamma^(t'-t) r_t';
     A = global token whitening of G over all valid tokens (no group baseline).
 
     `token_rewards` [N,T] adds per-token terms such as -beta * k1 (KL in reward, §16).
-    Parameters (spec §15.2): gamma 1.0.
+    Parameters (docs/math.md §15.2): gamma 1.0.
     """
     r = _to_token_rewards(rewards, mask)
     if token_rewards is not None:
@@ -144,7 +144,7 @@ def reinforce_pp_advantage(
     ret = torch.zeros_like(r)
     run = torch.zeros(r.shape[0], dtype=r.dtype, device=r.device)
     for t in reversed(range(r.shape[1])):
-        # masked positions inside a sequence carry the running return through undiscounted (spec §2, as `gae`)
+        # masked positions inside a sequence carry the running return through undiscounted (docs/math.md §2, as `gae`)
         run = m[:, t] * (r[:, t] + gamma * run) + (1 - m[:, t]) * run
         ret[:, t] = run
     return masked_whiten(ret, mask)
@@ -158,7 +158,7 @@ def reinforce_pp_baseline_advantage(
     mask: torch.Tensor,
     token_rewards: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """REINFORCE++-baseline (spec §15.2): c_i = R_i - mean_g broadcast to tokens, then global token whitening
+    """REINFORCE++-baseline (docs/math.md §15.2): c_i = R_i - mean_g broadcast to tokens, then global token whitening
     (c - mu_tok) / sqrt(s^2_tok + 1e-8). Note: zero-variance groups do NOT get 0 after whitening (§19.1).
 
     `token_rewards` [N,T] (e.g. -beta * k1, KL in the reward, §16) enter as their per-sequence sum before the
@@ -176,16 +176,17 @@ def reinforce_pp_baseline_advantage(
 def grpo_passk_advantage(
     rewards: torch.Tensor, group_ids: torch.Tensor, *, passk_std_norm: bool = True, adv_eps: float = 1e-6
 ) -> torch.Tensor:
-    """verl `grpo_passk` (spec §15.3): only each group's best response gets A = R_(1) - R_(2) (optionally divided
+    """verl `grpo_passk` (docs/math.md §15.3): only each group's best response gets A = R_(1) - R_(2) (optionally
+    divided
     by std_g + eps); all others 0. Requires every group to have G >= 2.
-    Parameters (spec §15.3, verl defaults): passk_std_norm True, adv_eps 1e-6."""
+    Parameters (docs/math.md §15.3, verl defaults): passk_std_norm True, adv_eps 1e-6."""
     idx, q = group_index(group_ids)
     adv = torch.zeros_like(rewards, dtype=torch.float32)
     _, std, _, _ = group_stats(rewards, group_ids)
     for g in range(q):
         members = torch.nonzero(idx == g).squeeze(1)
         if members.numel() < 2:
-            raise ValueError("grpo_passk needs at least 2 responses per group (spec §15.3)")
+            raise ValueError("grpo_passk needs at least 2 responses per group (docs/math.md §15.3)")
         vals, order = torch.sort(rewards[members].to(torch.float64), descending=True)
         a = vals[0] - vals[1]
         if passk_std_norm:
@@ -196,7 +197,7 @@ def grpo_passk_advantage(
 
 @ADVANTAGES.register("pass_at_k")
 def pass_at_k_advantage(rewards: torch.Tensor, group_ids: torch.Tensor, *, pass_k: int = 4) -> torch.Tensor:
-    """Analytical pass@k group advantage (Chen et al., spec §15.3 [X]) for binary rewards.
+    """Analytical pass@k group advantage (Chen et al., docs/math.md §15.3 [X]) for binary rewards.
 
     Rbar = 1 - C(Nneg,k)/C(N,k), sigma = sqrt(Rbar(1-Rbar)); A_pos = (1-Rbar)/sigma,
     A_neg = (1 - Rbar - C(Nneg-1,k-1)/C(N-1,k-1))/sigma; sigma = 0 gives all zeros. Requires k <= N.
@@ -208,7 +209,7 @@ def pass_at_k_advantage(rewards: torch.Tensor, group_ids: torch.Tensor, *, pass_
         members = torch.nonzero(idx == g).squeeze(1)
         n = int(members.numel())
         if pass_k > n:
-            raise ValueError(f"pass_k={pass_k} exceeds the group size {n} (spec §15.3 needs k <= N)")
+            raise ValueError(f"pass_k={pass_k} exceeds the group size {n} (docs/math.md §15.3 needs k <= N)")
         pos = rewards[members] > 0.5
         n_neg = int((~pos).sum())
         rbar = 1.0 - math.comb(n_neg, pass_k) / math.comb(n, pass_k)
@@ -222,7 +223,7 @@ def pass_at_k_advantage(rewards: torch.Tensor, group_ids: torch.Tensor, *, pass_
 
 
 def pkpo_rewards(rewards: torch.Tensor, group_ids: torch.Tensor, *, pass_k: int = 4) -> torch.Tensor:
-    """PKPO effective rewards (spec §15.3) for binary rewards with c correct of n:
+    """PKPO effective rewards (docs/math.md §15.3) for binary rewards with c correct of n:
     correct -> k/n, incorrect -> (k/n) * rho(n-1, c, k-1), rho(n,c,k) = 1 - C(n-c,k)/C(n,k)."""
 
     def rho(n: int, c: int, k: int) -> float:
@@ -243,7 +244,7 @@ def pkpo_rewards(rewards: torch.Tensor, group_ids: torch.Tensor, *, pass_k: int 
 
 @ADVANTAGES.register("pkpo")
 def pkpo_advantage(rewards: torch.Tensor, group_ids: torch.Tensor, *, pass_k: int = 4) -> torch.Tensor:
-    """PKPO (spec §15.3): effective pass@k rewards with a group-mean baseline (spec [X] baseline choice).
+    """PKPO (docs/math.md §15.3): effective pass@k rewards with a group-mean baseline (spec [X] baseline choice).
     Parameters: pass_k 4 (no paper default)."""
     return dr_grpo_advantage(pkpo_rewards(rewards, group_ids, pass_k=pass_k), group_ids)
 
@@ -252,7 +253,7 @@ def pkpo_advantage(rewards: torch.Tensor, group_ids: torch.Tensor, *, pass_k: in
 
 
 def length_adaptive_lambda(lengths: torch.Tensor, gae_alpha: float = 0.05) -> torch.Tensor:
-    """VAPO length-adaptive lambda (spec §11): lambda = 1 - 1/(alpha * L), clamped to [0, 1] ([X])."""
+    """VAPO length-adaptive lambda (docs/math.md §11): lambda = 1 - 1/(alpha * L), clamped to [0, 1] ([X])."""
     lengths = lengths.to(torch.float64).clamp(min=1e-9)
     return (1.0 - 1.0 / (gae_alpha * lengths)).clamp(0.0, 1.0)
 
@@ -265,7 +266,7 @@ def gae(
     gamma: float = 1.0,
     lam: float | torch.Tensor = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimation (spec §2), returns (advantages[N,T], returns[N,T]).
+    """Generalised advantage estimation (docs/math.md §2), returns (advantages[N,T], returns[N,T]).
 
     delta_t = r_t + gamma V(s_{t+1}) - V(s_t);  A_t = delta_t + gamma lambda A_{t+1};  V after t* is 0 (no
     bootstrap, also for truncated responses); masked positions inside a sequence carry the running value and
@@ -302,10 +303,10 @@ def gae_advantage(
     token_rewards: torch.Tensor | None = None,
     adv_whiten: bool = True,
 ) -> torch.Tensor:
-    """PPO advantages by GAE (spec §2) from outcome rewards placed at t*, plus optional per-token rewards
+    """PPO advantages by GAE (docs/math.md §2) from outcome rewards placed at t*, plus optional per-token rewards
     (e.g. -beta * k1 for KL in reward); whitened over valid tokens when `adv_whiten` (verl always does).
     Critic targets come from `value_targets` with the critic's own lambda (decoupled GAE, §11).
-    Parameters (spec §2 defaults, verl): gamma 1.0, lam 1.0, adv_whiten True."""
+    Parameters (docs/math.md §2 defaults, verl): gamma 1.0, lam 1.0, adv_whiten True."""
     r = _to_token_rewards(rewards, mask) + (0 if token_rewards is None else token_rewards * mask)
     adv, _ = gae(r, values, mask, gamma=gamma, lam=lam)
     return masked_whiten(adv, mask) if adv_whiten and int(mask.sum()) >= 2 else adv
@@ -323,9 +324,9 @@ def length_adaptive_gae_advantage(
     token_rewards: torch.Tensor | None = None,
     adv_whiten: bool = True,
 ) -> torch.Tensor:
-    """VAPO length-adaptive GAE (spec §11): per-sequence lambda_i = clamp(1 - 1/(alpha L_i), 0, 1) for the
+    """VAPO length-adaptive GAE (docs/math.md §11): per-sequence lambda_i = clamp(1 - 1/(alpha L_i), 0, 1) for the
     policy advantages; the critic keeps its own lambda (decoupled GAE, see `value_targets`).
-    Parameters (spec §11 defaults): gamma 1.0, gae_alpha 0.05 (VAPO), adv_whiten True."""
+    Parameters (docs/math.md §11 defaults): gamma 1.0, gae_alpha 0.05 (VAPO), adv_whiten True."""
     lam = length_adaptive_lambda(mask.sum(1), gae_alpha)
     r = _to_token_rewards(rewards, mask) + (0 if token_rewards is None else token_rewards * mask)
     adv, _ = gae(r, values, mask, gamma=gamma, lam=lam)
@@ -341,9 +342,9 @@ def value_targets(
     lam_critic: float = 1.0,
     token_rewards: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Critic targets G_t = A_t + V_t from a GAE pass with the critic's lambda (decoupled GAE, spec §11).
+    """Critic targets G_t = A_t + V_t from a GAE pass with the critic's lambda (decoupled GAE, docs/math.md §11).
     lam_critic = 1 gives Monte-Carlo returns (= R_i on every token for a terminal reward and gamma = 1).
-    Parameters (spec §11: VC-PPO/VAPO's critic lambda = 1): gamma 1.0, lam_critic 1.0. Bound as the `critic`
+    Parameters (docs/math.md §11: VC-PPO/VAPO's critic lambda = 1): gamma 1.0, lam_critic 1.0. Bound as the `critic`
     component of a recipe that has a critic (`AlgoConfig.uses_critic`)."""
     r = _to_token_rewards(rewards, mask) + (0 if token_rewards is None else token_rewards * mask)
     return gae(r, values, mask, gamma=gamma, lam=lam_critic)[1]
@@ -353,7 +354,7 @@ EV_MIN_RELATIVE_STD = 1e-2
 
 
 def explained_variance(returns: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> float:
-    """EV = 1 - Var(G - V) / Var(G) over valid tokens (spec §2 failure signals).
+    """EV = 1 - Var(G - V) / Var(G) over valid tokens (docs/math.md §2 failure signals).
 
     NaN (undefined, not bad) when the returns barely vary: std(G) < 1e-2 * max(rms(G), 1). That is a batch with one
     outcome everywhere (every answer right, or every answer wrong), whose returns under a KL penalty in the reward

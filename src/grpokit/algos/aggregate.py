@@ -1,4 +1,4 @@
-"""Loss aggregation with explicit global denominators (spec §1.5).
+"""Loss aggregation with explicit global denominators (docs/math.md §1.5).
 
 `aggregate(loss, mask, mode, **denominators)`: when the denominators are omitted they are computed from this
 batch; pass the *mini-batch-global* values (summed over micro-batches and data-parallel ranks, see

@@ -179,7 +179,7 @@ class AlgoConfig:
 
     def bind(self) -> AlgoConfig:
         """Validate, then bind each chosen component's parameters once: unset ones take the component's default
-        (e.g. policy_loss=gspo gives eps_low 3e-4, eps_high 4e-4, spec §7). Returns self."""
+        (e.g. policy_loss=gspo gives eps_low 3e-4, eps_high 4e-4, docs/math.md §7). Returns self."""
         self.validate()
         for c in self.components():
             for key, p in c.params.items():
@@ -236,7 +236,7 @@ class AlgoConfig:
         if self.loss_agg == "constant-norm" and self.l_norm is not None and self.l_norm <= 0:
             raise ValueError(f"algo.l_norm={self.l_norm} must be > 0 (e.g. max_new_tokens) for constant-norm (§4)")
         if self.dual_clip_c is not None and self.dual_clip_c <= 1:
-            raise ValueError(f"algo.dual_clip_c={self.dual_clip_c} must be > 1 (spec §2), or null to disable")
+            raise ValueError(f"algo.dual_clip_c={self.dual_clip_c} must be > 1 (docs/math.md §2), or null to disable")
         if self.top_entropy_rho is not None and not 0 <= self.top_entropy_rho <= 1:
             raise ValueError(f"algo.top_entropy_rho={self.top_entropy_rho} must lie in [0, 1]")
         if not 0 <= self.ref_ema_eta <= 1:
@@ -248,7 +248,7 @@ class AlgoConfig:
         if (self.eps_low is not None and self.eps_low < 0) or (self.eps_high is not None and self.eps_high < 0):
             raise ValueError("algo.eps_low / algo.eps_high must be >= 0")
         if self.is_c_max is not None and self.is_c_max <= 0:
-            raise ValueError(f"algo.is_c_max={self.is_c_max} must be > 0 (spec §10)")
+            raise ValueError(f"algo.is_c_max={self.is_c_max} must be > 0 (docs/math.md §10)")
 
     def params(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

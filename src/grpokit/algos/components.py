@@ -22,7 +22,8 @@ from .registry import (
 )
 
 # Two components are not chosen by name but switched on by the recipe: the critic's targets (a recipe with a
-# critic, spec §2/§11) and the centred on-policy KL (algo.kl_placement=reward_centered, spec §12). They declare
+# critic, docs/math.md §2/§11) and the centred on-policy KL (algo.kl_placement=reward_centered, docs/math.md §12). They
+# declare
 # their parameters the same way.
 CRITIC_TARGETS = Registry("critic", inputs=("token_rewards",))
 CRITIC_TARGETS.register("value_targets")(value_targets)

@@ -7,7 +7,8 @@ component exactly its declared parameters. Optional terms (KL loss, entropy
 bonus, value loss, positive-example NLL, IS weights, top-entropy mask) are on when their coefficient or input is
 set. No method names are tested.
 
-    L = Agg(w * e * l_pi) + beta Agg(k) - c_H Agg_tok(H) + c_v Agg(l_V) + mu L_NLL        (spec §2, §5, §11, §12)
+    L = Agg(w * e * l_pi) + beta Agg(k) - c_H Agg_tok(H) + c_v Agg(l_V) + mu L_NLL        (docs/math.md §2, §5, §11,
+    §12)
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def _value_term(
 
 
 def _nll_term(inputs: LossInputs, dens: dict[str, Denominators]) -> torch.Tensor:
-    """L_NLL: mean negative log-likelihood over the tokens of positive (correct) responses (VAPO, spec §11;
+    """L_NLL: mean negative log-likelihood over the tokens of positive (correct) responses (VAPO, docs/math.md §11;
     0 when there are none)."""
     assert inputs.positive is not None
     mask = inputs.mask
@@ -134,7 +135,7 @@ def compute_loss(
     """Total loss of one micro-batch and its metrics. Pass mini-batch-global `denominators` (see
     `loss_denominators`) when accumulating gradients over micro-batches or ranks (§1.5 rule 2).
 
-    L = Agg(w * e * l_pi) + beta Agg(k) - c_H Agg_tok(H) + c_v Agg(l_V) + mu L_NLL   (spec §2, §5, §11, §12)
+    L = Agg(w * e * l_pi) + beta Agg(k) - c_H Agg_tok(H) + c_v Agg(l_V) + mu L_NLL   (docs/math.md §2, §5, §11, §12)
     """
     mask = inputs.mask
     dens = denominators or loss_denominators(mask, inputs.positive)

@@ -1,8 +1,8 @@
-"""Sampler/learner mismatch correction: TIS and MIS at token and sequence level (spec §10, §17.6).
+"""Sampler/learner mismatch correction: TIS and MIS at token and sequence level (docs/math.md §10, §17.6).
 
 rho_{i,t} = exp(old_logp - samp_logp) (detached). Each correction returns a weight [N,T] (0 at padding) that
 multiplies the per-token policy loss after the clipped surrogate; the weights never carry a gradient.
-Declared parameters of every correction (spec §10 defaults): is_c_max C = 2.0 (verl), is_c_min None (no floor).
+Declared parameters of every correction (docs/math.md §10 defaults): is_c_max C = 2.0 (verl), is_c_min None (no floor).
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ def _log_rho(old_logp: torch.Tensor, samp_logp: torch.Tensor, mask: torch.Tensor
 
 def _check(c_max: float) -> None:
     if c_max is None or c_max <= 0:
-        raise ValueError(f"is_c_max={c_max!r} must be > 0 (spec §10)")
+        raise ValueError(f"is_c_max={c_max!r} must be > 0 (docs/math.md §10)")
 
 
 @IS_CORRECTIONS.register("token_truncate", "tis")
 def token_truncate(old_logp, samp_logp, mask, *, is_c_max: float = 2.0, is_c_min: float | None = None):
-    """Token TIS (spec §10): w = min(rho, C) (optional floor C_min, TRL)."""
+    """Token TIS (docs/math.md §10): w = min(rho, C) (optional floor C_min, TRL)."""
     _check(is_c_max)
     w = torch.exp(_log_rho(old_logp, samp_logp, mask)).clamp(min=is_c_min, max=is_c_max)
     return w * mask
@@ -34,7 +34,7 @@ def token_truncate(old_logp, samp_logp, mask, *, is_c_max: float = 2.0, is_c_min
 
 @IS_CORRECTIONS.register("token_mask", "mis")
 def token_mask(old_logp, samp_logp, mask, *, is_c_max: float = 2.0, is_c_min: float | None = None):
-    """Token MIS (IcePop-style, spec §10): w = rho * 1[C_min <= rho <= C_max]; C_min unset means 0 (TRL)."""
+    """Token MIS (IcePop-style, docs/math.md §10): w = rho * 1[C_min <= rho <= C_max]; C_min unset means 0 (TRL)."""
     _check(is_c_max)
     rho = torch.exp(_log_rho(old_logp, samp_logp, mask))
     keep = (rho <= is_c_max) & (rho >= (is_c_min or 0.0))
@@ -47,7 +47,7 @@ def _seq_log_rho(old_logp, samp_logp, mask) -> torch.Tensor:
 
 @IS_CORRECTIONS.register("sequence_truncate")
 def sequence_truncate(old_logp, samp_logp, mask, *, is_c_max: float = 2.0, is_c_min: float | None = None):
-    """Sequence TIS (spec §10): w_i = min(exp(sum_t log rho), C), broadcast to tokens (log-space product)."""
+    """Sequence TIS (docs/math.md §10): w_i = min(exp(sum_t log rho), C), broadcast to tokens (log-space product)."""
     _check(is_c_max)
     w = torch.exp(_seq_log_rho(old_logp, samp_logp, mask)).clamp(min=is_c_min, max=is_c_max)
     return w[:, None] * mask
@@ -55,7 +55,7 @@ def sequence_truncate(old_logp, samp_logp, mask, *, is_c_max: float = 2.0, is_c_
 
 @IS_CORRECTIONS.register("sequence_mask")
 def sequence_mask(old_logp, samp_logp, mask, *, is_c_max: float = 2.0, is_c_min: float | None = None):
-    """Sequence MIS (spec §10): w_i = rho_seq 1[C_min <= rho_seq <= C_max] (TRL's default mode)."""
+    """Sequence MIS (docs/math.md §10): w_i = rho_seq 1[C_min <= rho_seq <= C_max] (TRL's default mode)."""
     _check(is_c_max)
     rho = torch.exp(_seq_log_rho(old_logp, samp_logp, mask))
     keep = (rho <= is_c_max) & (rho >= (is_c_min or 0.0))
@@ -71,7 +71,7 @@ def is_weights(
     is_c_max: float = 2.0,
     is_c_min: float | None = None,
 ) -> torch.Tensor:
-    """Importance weights [N,T] of the named correction (spec §10). Every correction declares the same
+    """Importance weights [N,T] of the named correction (docs/math.md §10). Every correction declares the same
     parameters: is_c_max (C, default 2.0: verl's rollout_is_threshold) and is_c_min (floor, default None = unset)."""
     return IS_CORRECTIONS.get(mode)(old_logp, samp_logp, mask, is_c_max=is_c_max, is_c_min=is_c_min)
 
@@ -84,7 +84,7 @@ def mismatch_stats(
     weights: torch.Tensor | None = None,
 ) -> dict[str, float]:
     """§17.6 statistics of lambda = old - samp before truncation (NaN when no valid token). `c` is the threshold
-    C of the fractions above C / below 1/C; None (no IS correction chosen) means the spec §10 default 2.0."""
+    C of the fractions above C / below 1/C; None (no IS correction chosen) means the docs/math.md §10 default 2.0."""
     c = 2.0 if c is None else c
     m = mask.bool()
     if not bool(m.any()):

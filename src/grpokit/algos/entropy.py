@@ -1,4 +1,4 @@
-"""Token entropy and chosen-token log-probs from logits, computed in chunks (spec §1.6, §12, §14.2).
+"""Token entropy and chosen-token log-probs from logits, computed in chunks (docs/math.md §1.6, §12, §14.2).
 
 `logprobs_and_entropy` never materialises a float32 copy of the full [N, T, V] logits: it works on row chunks
 and, when gradients are needed, wraps each chunk in activation checkpointing so the float32 softmax of a chunk
@@ -22,7 +22,8 @@ def _expected_logit(z: torch.Tensor) -> torch.Tensor:
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
-    """H = logsumexp(z) - sum_v softmax(z)_v z_v in nats (spec §1.6); computed in float32; -inf entries allowed."""
+    """H = logsumexp(z) - sum_v softmax(z)_v z_v in nats (docs/math.md §1.6); computed in float32; -inf entries
+    allowed."""
     z = logits.float()
     lse = torch.logsumexp(z, dim=-1)
     return lse - _expected_logit(z)
@@ -83,7 +84,7 @@ def logprobs_and_entropy(
 
 @dataclass
 class EntropyCoef:
-    """Entropy-bonus coefficient (T1, spec §12 [X]). Fixed when `target` is None; otherwise adaptive:
+    """Entropy-bonus coefficient (T1, docs/math.md §12 [X]). Fixed when `target` is None; otherwise adaptive:
     coef <- clip(coef + lr * (target - H), 0, max_coef) after each step (raise it when entropy is below target)."""
 
     value: float = 0.0

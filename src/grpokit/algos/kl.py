@@ -1,4 +1,4 @@
-"""KL estimators, placement and reference-model control (spec §16, §12, §2).
+"""KL estimators, placement and reference-model control (docs/math.md §16, §12, §2).
 
 Per token delta = logp - ref_logp (log-ratio of the sampler/learner over the reference), clamped to +-20:
 k1 = delta, k2 = delta^2 / 2, k3 = exp(-delta) + delta - 1 (clamped to <= 10 as verl), `k1+`/`k3+` keep the
@@ -55,12 +55,12 @@ def k3_plus(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 
 
 def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str = "k3") -> torch.Tensor:
-    """Per-token KL estimate [N,T] of the chosen estimator (spec §16)."""
+    """Per-token KL estimate [N,T] of the chosen estimator (docs/math.md §16)."""
     return KL_ESTIMATORS.get(kind)(logp, ref_logp)
 
 
 def kl_reward_penalty(old_logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor, beta: float) -> torch.Tensor:
-    """KL in the reward (spec §16 placement): token rewards r_t -= beta * sg(k1(old, ref)); returns the [N,T]
+    """KL in the reward (docs/math.md §16 placement): token rewards r_t -= beta * sg(k1(old, ref)); returns the [N,T]
     additive term -beta * k1 (zero at masked positions), to pass as `token_rewards` to GAE / REINFORCE++."""
     return -beta * k1(old_logp.detach(), ref_logp) * mask
 
@@ -79,12 +79,12 @@ def centered_sequence_kl(
     kl_center: str = "batch",
     kl_scale: str | None = None,
 ) -> torch.Tensor:
-    """T1 on-policy KL normalisation (spec §12 [X]): KL_i - mean(KL) over the batch (or the group),
+    """T1 on-policy KL normalisation (docs/math.md §12 [X]): KL_i - mean(KL) over the batch (or the group),
     optionally divided by the std. Total advantage A_i - beta * this.
-    Parameters (spec §12 [X] defaults): kl_center "batch" ("group" centres per group), kl_scale None (off) or
+    Parameters (docs/math.md §12 [X] defaults): kl_center "batch" ("group" centres per group), kl_scale None (off) or
     "std". Bound as the `kl_placement` component of a recipe with algo.kl_placement=reward_centered."""
     if kl_scale not in (None, "std"):
-        raise ValueError(f"kl_scale={kl_scale!r} must be 'std' or None (spec §12)")
+        raise ValueError(f"kl_scale={kl_scale!r} must be 'std' or None (docs/math.md §12)")
     kl = sequence_kl(old_logp, ref_logp, mask).to(torch.float64)
     if kl_center == "batch":
         centred = kl - kl.mean()
@@ -111,7 +111,7 @@ class FixedKLController:
 
 @dataclass
 class AdaptiveKLController:
-    """Ziegler et al. adaptive coefficient (spec §2): beta *= 1 + clip(KL/target - 1, -0.2, 0.2) * n/horizon."""
+    """Ziegler et al. adaptive coefficient (docs/math.md §2): beta *= 1 + clip(KL/target - 1, -0.2, 0.2) * n/horizon."""
 
     value: float
     target: float = 0.1
@@ -129,7 +129,7 @@ KL_CONTROLLERS = {"fixed": FixedKLController, "adaptive": AdaptiveKLController}
 
 @torch.no_grad()
 def ema_update_(ref_params: Iterable[torch.Tensor], params: Iterable[torch.Tensor], eta: float) -> None:
-    """EMA reference (T1 "dynamic anchor", spec §12 [X]): theta_ref <- eta theta_ref + (1 - eta) theta.
+    """EMA reference (T1 "dynamic anchor", docs/math.md §12 [X]): theta_ref <- eta theta_ref + (1 - eta) theta.
     eta = 0 copies the policy (periodic hard sync); TRL's TR-DPO `sync_ref_model` alpha equals 1 - eta."""
     if not 0.0 <= eta <= 1.0:
         raise ValueError(f"ema eta={eta} must lie in [0, 1]")

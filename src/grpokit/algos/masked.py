@@ -1,10 +1,10 @@
-"""Masked reductions and group helpers shared by every algorithm (spec §1)."""
+"""Masked reductions and group helpers shared by every algorithm (docs/math.md §1)."""
 
 from __future__ import annotations
 
 import torch
 
-LOG_RATIO_CLAMP = 20.0  # spec §1.2: clamp log-ratios to [-20, 20] before exp
+LOG_RATIO_CLAMP = 20.0  # docs/math.md §1.2: clamp log-ratios to [-20, 20] before exp
 
 
 def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
@@ -14,7 +14,7 @@ def masked_sum(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> t
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
-    """sum(x*m)/sum(m); 0 where the mask is empty (spec §1.5 rule 1)."""
+    """sum(x*m)/sum(m); 0 where the mask is empty (docs/math.md §1.5 rule 1)."""
     den = mask.sum() if dim is None else mask.sum(dim)
     return masked_sum(x, mask, dim) / den.clamp(min=1)
 
@@ -29,9 +29,9 @@ def masked_var(x: torch.Tensor, mask: torch.Tensor, unbiased: bool = True) -> to
 
 
 def masked_whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """(x - mean) / sqrt(var + eps) over valid elements, Bessel-corrected (spec §2, verl)."""
+    """(x - mean) / sqrt(var + eps) over valid elements, Bessel-corrected (docs/math.md §2, verl)."""
     if int(mask.sum()) < 2:
-        raise ValueError("whitening needs at least 2 valid tokens (spec §2 edge cases)")
+        raise ValueError("whitening needs at least 2 valid tokens (docs/math.md §2 edge cases)")
     mu = masked_mean(x, mask)
     var = masked_var(x, mask)
     return (x - mu) * torch.rsqrt(var + eps) * mask
@@ -46,7 +46,7 @@ def group_index(group_ids: torch.Tensor) -> tuple[torch.Tensor, int]:
 def group_stats(
     values: torch.Tensor, group_ids: torch.Tensor, valid: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-sample group mean, Bessel std, group size and max-min spread (spec §1.3).
+    """Per-sample group mean, Bessel std, group size and max-min spread (docs/math.md §1.3).
 
     `valid` [N] (bool) excludes unscorable samples from their group's statistics (TRL's NaN-aware stats).
     Groups with fewer than 2 valid members get std 0.

@@ -1,4 +1,4 @@
-"""Policy losses (spec §2, §6, §7, §8, §9, §14).
+"""Policy losses (docs/math.md §2, §6, §7, §8, §9, §14).
 
 Every loss has the signature `(logp, old_logp, advantages, mask, *, <params>) -> (per_token_loss[N,T], metrics)`:
 `logp` carries the gradient, `old_logp` is pi_old (detached), advantages are [N] or [N,T], mask is 0/1.
@@ -48,18 +48,18 @@ def ppo_clip_loss(
     dual_clip_c: float | None = None,
     delta: float | None = None,
 ) -> tuple[torch.Tensor, Metrics]:
-    """PPO clipped surrogate with clip-higher, dual-clip and two-sided delta (spec §2, §5).
+    """PPO clipped surrogate with clip-higher, dual-clip and two-sided delta (docs/math.md §2, §5).
 
     l = max(-A r', -A clip(r, 1-eps_low, 1+eps_high)), r = exp(logp - old_logp), r' = min(r, delta) when the
     two-sided `delta` bound is set (INTELLECT-2 / TRL `delta`, must exceed 1+eps_high), else r' = r.
     Dual-clip (c > 1): for A < 0, l = min(l, -c A). eps_high defaults to eps_low (symmetric clip).
     Zero-gradient regions: A>0 & r>1+eps_high; A<0 & r<1-eps_low; dual: A<0 & r>c; A = 0.
-    Parameters (spec §2 defaults): eps_low 0.2 (PPO paper, verl, TRL); eps_high None = eps_low (DAPO's
+    Parameters (docs/math.md §2 defaults): eps_low 0.2 (PPO paper, verl, TRL); eps_high None = eps_low (DAPO's
     clip-higher uses 0.28, §5); dual_clip_c None = off (verl's clip_ratio_c is 3.0); delta None = off.
     """
     eps_high = eps_low if eps_high is None else eps_high
     if dual_clip_c is not None and dual_clip_c <= 1.0:
-        raise ValueError(f"dual_clip_c={dual_clip_c} must be > 1 (spec §2); set it to e.g. 3.0 or null")
+        raise ValueError(f"dual_clip_c={dual_clip_c} must be > 1 (docs/math.md §2); set it to e.g. 3.0 or null")
     if delta is not None and delta <= 1.0 + eps_high:
         raise ValueError(f"delta={delta} must exceed 1 + eps_high = {1 + eps_high} (two-sided clip)")
     a = broadcast_advantages(advantages, mask).to(logp.dtype)
@@ -85,7 +85,8 @@ def ppo_clip_loss(
 def pg_loss(
     logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor
 ) -> tuple[torch.Tensor, Metrics]:
-    """Plain policy gradient (GPG, REINFORCE; spec §6): l = -A * logp. No ratio, no clipping, no trust region."""
+    """Plain policy gradient (GPG, REINFORCE; docs/math.md §6): l = -A * logp. No ratio, no clipping, no trust
+    region."""
     a = broadcast_advantages(advantages, mask).to(logp.dtype)
     loss = -a * logp
     with torch.no_grad():
@@ -108,11 +109,11 @@ def gspo_loss(
     eps_low: float = 3e-4,
     eps_high: float | None = 4e-4,
 ) -> tuple[torch.Tensor, Metrics]:
-    """GSPO (spec §7): s_i = exp(mean_t m (logp - old_logp)), l_i = max(-A_i s_i, -A_i clip(s_i, 1-eps_low,
+    """GSPO (docs/math.md §7): s_i = exp(mean_t m (logp - old_logp)), l_i = max(-A_i s_i, -A_i clip(s_i, 1-eps_low,
     1+eps_high)). Broadcast to tokens; aggregate with seq-mean-token-mean (= seq-mean, §1.5).
     log s_i is clamped to <= 10 (verl); sequences with L_i = 0 are excluded (spec [X]).
     [N,T] advantages are reduced to [N] by their masked token mean. eps_high=None means eps_high = eps_low.
-    Parameters (spec §7 defaults, the paper's): eps_low 3e-4, eps_high 4e-4."""
+    Parameters (docs/math.md §7 defaults, the paper's): eps_low 3e-4, eps_high 4e-4."""
     eps_high = eps_low if eps_high is None else eps_high
     a = sequence_advantages(advantages, mask).to(logp.dtype)
     length = _seq_len(mask)
@@ -143,10 +144,10 @@ def gspo_token_loss(
     eps_low: float = 3e-4,
     eps_high: float | None = 4e-4,
 ) -> tuple[torch.Tensor, Metrics]:
-    """GSPO-token (spec §7): log s_{i,t} = logp_t - sg(logp_t) + sg(log s_i); token-level advantages allowed.
+    """GSPO-token (docs/math.md §7): log s_{i,t} = logp_t - sg(logp_t) + sg(log s_i); token-level advantages allowed.
     l_{i,t} = max(-A_{i,t} s_{i,t}, -A_{i,t} clip(s_{i,t})). With A_{i,t} = A_i it equals GSPO in value and
     gradient under seq-mean-token-mean aggregation. eps_high=None means eps_high = eps_low.
-    Parameters (spec §7 defaults, the paper's): eps_low 3e-4, eps_high 4e-4."""
+    Parameters (docs/math.md §7 defaults, the paper's): eps_low 3e-4, eps_high 4e-4."""
     eps_high = eps_low if eps_high is None else eps_high
     a = broadcast_advantages(advantages, mask).to(logp.dtype)
     length = _seq_len(mask)
@@ -173,10 +174,10 @@ def gmpo_loss(
     clip_c_low: float | None = None,
     clip_c_high: float | None = None,
 ) -> tuple[torch.Tensor, Metrics]:
-    """GMPO (spec §8), log-space form: d = logp - old_logp; d' = min(d, c_high) if A>0, max(d, -c_low) if A<0;
+    """GMPO (docs/math.md §8), log-space form: d = logp - old_logp; d' = min(d, c_high) if A>0, max(d, -c_low) if A<0;
     s_bar_i = exp(sum_t m d' / L_i); l_i = -A_i s_bar_i (broadcast to tokens, seq-mean aggregation).
     Clipping is per token and sign-aware, before the geometric mean; clipped tokens get zero gradient.
-    Parameters (spec §8 defaults): clip_c 0.4 (the GMPO repo and verl), clip_c_low / clip_c_high None = clip_c
+    Parameters (docs/math.md §8 defaults): clip_c 0.4 (the GMPO repo and verl), clip_c_low / clip_c_high None = clip_c
     (c_low, c_high of the log-space form)."""
     c_lo = clip_c if clip_c_low is None else clip_c_low
     c_hi = clip_c if clip_c_high is None else clip_c_high
@@ -209,13 +210,13 @@ def cispo_loss(
     cispo_eps_high: float = 0.2,
     cispo_cap: float = 5.0,
 ) -> tuple[torch.Tensor, Metrics]:
-    """CISPO (spec §9): l = -sg(r_hat) * A * logp; every token keeps a gradient (-r_hat A grad logp).
+    """CISPO (docs/math.md §9): l = -sg(r_hat) * A * logp; every token keeps a gradient (-r_hat A grad logp).
 
     `cispo_cap_mode="relative"` (verl, spec default): r_hat = clip(r, 1 - cispo_eps_low, 1 + cispo_eps_high),
     no lower clip when cispo_eps_low is None (the paper's setting).
     `"absolute"` (TRL/ScaleRL): r_hat = min(r, cispo_cap).
     The loss *value* contains logp and is not comparable with PPO-family losses; compare gradients.
-    Parameters (spec §9 defaults): cispo_cap_mode "relative", cispo_eps_low None (the paper: no lower clip),
+    Parameters (docs/math.md §9 defaults): cispo_cap_mode "relative", cispo_eps_low None (the paper: no lower clip),
     cispo_eps_high 0.2 (verl's example: cap 1.2), cispo_cap 5.0 (TRL/ScaleRL, absolute mode).
     """
     a = broadcast_advantages(advantages, mask).to(logp.dtype)
@@ -235,7 +236,7 @@ def cispo_loss(
 
 
 def covariance_score(logp: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Cov_{i,t} = (A_{i,t} - mean A)(sg logp_{i,t} - mean sg logp) over the valid tokens (spec §14.1)."""
+    """Cov_{i,t} = (A_{i,t} - mean A)(sg logp_{i,t} - mean sg logp) over the valid tokens (docs/math.md §14.1)."""
     a = broadcast_advantages(advantages, mask).detach().to(torch.float32)
     lp = logp.detach().to(torch.float32)
     return (a - masked_mean(a, mask)) * (lp - masked_mean(lp, mask)) * mask
@@ -255,11 +256,11 @@ def clip_cov_loss(
     clip_cov_ub: float = 5.0,
     generator: torch.Generator | None = None,
 ) -> tuple[torch.Tensor, Metrics]:
-    """Clip-Cov (spec §14.1): among valid tokens with lb < Cov < ub not already PPO-clipped, draw
+    """Clip-Cov (docs/math.md §14.1): among valid tokens with lb < Cov < ub not already PPO-clipped, draw
     n = max(floor(ratio * sum m), 1) uniformly without replacement and detach them (loss * 0); other tokens
     use the PPO clipped loss. Selection is local to the tokens of this call (micro-batch, as the reference).
     eps_high=None means eps_high = eps_low.
-    Parameters (spec §14.1 defaults): eps_low = eps_high = 1.0 (the paper's scripts: almost no ordinary
+    Parameters (docs/math.md §14.1 defaults): eps_low = eps_high = 1.0 (the paper's scripts: almost no ordinary
     clipping), clip_cov_ratio 2e-4, clip_cov_lb 1.0, clip_cov_ub 5.0."""
     eps_high = eps_low if eps_high is None else eps_high
     a = broadcast_advantages(advantages, mask).to(logp.dtype)
@@ -294,9 +295,9 @@ def kl_cov_loss(
     kl_cov_ratio: float = 2e-4,
     kl_cov_coef: float = 1.0,
 ) -> tuple[torch.Tensor, Metrics]:
-    """KL-Cov (spec §14.1): top-k valid tokens by Cov (k = max(floor(ratio * sum m), 1), ratio a *fraction*
+    """KL-Cov (docs/math.md §14.1): top-k valid tokens by Cov (k = max(floor(ratio * sum m), 1), ratio a *fraction*
     as in the verl port, §19) get l = -A r + coef |logp - old_logp|; all others l = -A r (no clipping).
-    Parameters (spec §14.1 defaults): kl_cov_ratio 2e-4 (verl port; the paper's 7B runs use 2e-3),
+    Parameters (docs/math.md §14.1 defaults): kl_cov_ratio 2e-4 (verl port; the paper's 7B runs use 2e-3),
     kl_cov_coef 1.0."""
     a = broadcast_advantages(advantages, mask).to(logp.dtype)
     r, log_ratio = _ratio(logp, old_logp)
@@ -314,7 +315,7 @@ def kl_cov_loss(
 
 
 def top_entropy_threshold(entropy: torch.Tensor, mask: torch.Tensor, rho: float, *, group: Any = None) -> float:
-    """tau_rho = quantile_{1-rho} of H over valid tokens of the whole batch across all ranks (spec §14.2).
+    """tau_rho = quantile_{1-rho} of H over valid tokens of the whole batch across all ranks (docs/math.md §14.2).
 
     Linear interpolation as `torch.quantile`: with the n values sorted ascending (v_0..v_{n-1}) and
     h = (1 - rho)(n - 1), tau = v_floor(h) + (h - floor(h)) (v_ceil(h) - v_floor(h)). The two order statistics
@@ -355,7 +356,7 @@ def _gather_ranks(vals: torch.Tensor, group: Any = None) -> torch.Tensor:
 def top_entropy_mask(
     entropy: torch.Tensor, mask: torch.Tensor, rho: float = 0.2, threshold: float | None = None
 ) -> torch.Tensor:
-    """Top-entropy ("80/20") keep mask e = 1[H >= tau_rho] * m (spec §14.2). Pass `threshold` computed once over
+    """Top-entropy ("80/20") keep mask e = 1[H >= tau_rho] * m (docs/math.md §14.2). Pass `threshold` computed once over
     the whole batch (all ranks) when the loss is evaluated per micro-batch. Multiply per-token losses by e and
     aggregate with the ORIGINAL mask's denominator."""
     tau = top_entropy_threshold(entropy, mask, rho) if threshold is None else threshold

@@ -1,4 +1,4 @@
-"""Critic losses for PPO-family recipes (spec §2, §11)."""
+"""Critic losses for PPO-family recipes (docs/math.md §2, §11)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def value_loss(
     *,
     value_clip: float | None = 0.5,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Clipped value loss (spec §2): 0.5 * max((V - G)^2, (clip(V, V_old - eps_v, V_old + eps_v) - G)^2).
+    """Clipped value loss (docs/math.md §2): 0.5 * max((V - G)^2, (clip(V, V_old - eps_v, V_old + eps_v) - G)^2).
     Returns per-token losses [N,T] (aggregate with the policy's mode) and the clip fraction."""
     err = (values - returns) ** 2
     if value_clip is None:

@@ -15,7 +15,7 @@ def fill_derived(cfg: Config) -> None:
     """Values derived from others when unset."""
     algo, max_new = cfg.algo, cfg.rollout.max_new_tokens
     if algo.gae_alpha is None and algo.takes("gae_alpha"):
-        # VAPO length-adaptive lambda = 1 - 1/(alpha L) (spec §11): alpha L_max = 50 keeps lambda in the range
+        # VAPO length-adaptive lambda = 1 - 1/(alpha L) (docs/math.md §11): alpha L_max = 50 keeps lambda in the range
         # the paper's alpha 0.05 gives over 100..1000 tokens (0.8 .. 0.98) over L_max/10 .. L_max here
         algo.gae_alpha = VAPO_ALPHA_TIMES_LMAX / max_new
     if algo.loss_agg == "constant-norm" and not algo.l_norm:

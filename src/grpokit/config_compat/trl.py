@@ -11,11 +11,12 @@ What differs in meaning, and how it is translated:
 * steps: TRL counts optimizer steps; one grpokit step is a rollout batch trained for `num_iterations` (mu ->
   `train.epochs`) x `train.mini_batches` optimizer steps, so `max_steps`, `save_steps`, `eval_steps` and
   `ref_model_sync_steps` are divided by that number. Warm-up and the schedule count optimizer steps in both.
-* `beta` is the KL coefficient of a k3 estimate in the loss against the initial policy (spec §16): `algo.kl_coef`,
+* `beta` is the KL coefficient of a k3 estimate in the loss against the initial policy (docs/math.md §16):
+`algo.kl_coef`,
   `kl_estimator=k3`, `kl_placement=loss`, `reference=frozen`; beta 0 (TRL's default) keeps no reference.
 * `epsilon` is the lower clip eps_low, `epsilon_high` the upper (default: epsilon); `delta` is the two-sided
   bound of INTELLECT-2 (`algo.delta`).
-* `loss_type` is the aggregation (spec §1.5): grpo -> seq-mean-token-mean, dapo and bnpo -> token-mean (global
+* `loss_type` is the aggregation (docs/math.md §1.5): grpo -> seq-mean-token-mean, dapo and bnpo -> token-mean (global
   token count; bnpo's local count is the same for one process and one accumulation step), dr_grpo ->
   constant-norm with l_norm = max_completion_length, cispo -> the cispo loss capped at `epsilon_high` (absolute).
 * `importance_sampling_level=sequence` is GSPO's sequence ratio (`algo.policy_loss=gspo`).

@@ -1,4 +1,4 @@
-"""Per-step failure-mode signals with the exact definitions of spec §17 (pure torch, NaN for empty sets)."""
+"""Per-step failure-mode signals with the exact definitions of docs/math.md §17 (pure torch, NaN for empty sets)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """One training step in phases, each a module named for its job:
 
 rollout (sample groups) -> scoring (rewards, shaping) -> filter (which groups train) -> advantage (old/ref
-log-probs, values, KL placement, advantages) -> update (the learner's optimizer steps) -> signals (every spec §17
+log-probs, values, KL placement, advantages) -> update (the learner's optimizer steps) -> signals (every docs/math.md
+§17
 signal of the step, in one pass). `grpokit.trainer` calls them in order; `grpokit.loop` adds eval, logging,
 alerts and checkpoints around the steps.
 """

@@ -1,4 +1,4 @@
-"""Which sampled groups a step trains on (spec §5 dynamic sampling, §6 GPG resampling).
+"""Which sampled groups a step trains on (docs/math.md §5 dynamic sampling, §6 GPG resampling).
 
 A strategy gets `draw(k)` — sample k fresh prompts x G responses, scored — and returns the training batch and its
 metrics. Registered by name; the recipe picks one through `algo.dynamic_sampling` / `algo.gpg_threshold`.
@@ -67,7 +67,7 @@ def keep_all(draw: Draw, prompts: int, cfg: AlgoConfig) -> tuple[Batch, dict[str
 
 @strategy("dapo")
 def dapo_dynamic_sampling(draw: Draw, prompts: int, cfg: AlgoConfig) -> tuple[Batch, dict[str, float]]:
-    """DAPO dynamic sampling (spec §5): each round samples ceil(ds_oversample x prompts) prompts (verl's
+    """DAPO dynamic sampling (docs/math.md §5): each round samples ceil(ds_oversample x prompts) prompts (verl's
     gen_batch_size; its DAPO example over-samples 3x), keeps groups whose filter metric has population std > 0 (or
     G = 1), and draws again until `prompts` groups are kept (at most `max_gen_rounds` rounds, verl's
     max_num_gen_batches = 10), then takes the first `prompts`.
@@ -136,7 +136,7 @@ def shortfall_message(n_kept: int, prompts: int, cfg: AlgoConfig, metrics: dict[
 
 @strategy("gpg")
 def gpg_resampling(draw: Draw, prompts: int, cfg: AlgoConfig) -> tuple[Batch, dict[str, float]]:
-    """GPG threshold (spec §6): while the valid-group fraction (B-M)/B of what was drawn is below
+    """GPG threshold (docs/math.md §6): while the valid-group fraction (B-M)/B of what was drawn is below
     `gpg_threshold`, draw again (at most `max_gen_rounds`); assemble valid groups first, topped up with
     degenerate groups to `prompts` groups."""
     drawn: list[Batch] = []

@@ -1,4 +1,4 @@
-"""Signals phase: every spec §17 signal of one step, computed in one pass from the batch and the policy's
+"""Signals phase: every docs/math.md §17 signal of one step, computed in one pass from the batch and the policy's
 log-probs/entropies for it (the old-logprob pass, or the training forward itself when exactly on-policy).
 
 Lengths, truncation, rewards of the trained batch (`reward/kept_*`), reward consistency, token entropy (§17.2),

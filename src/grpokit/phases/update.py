@@ -1,5 +1,5 @@
 """Update phase: epochs x mini-batches of optimizer steps on one batch, each mini-batch accumulated over
-micro-batches with mini-batch-global loss denominators (all-reduced over ranks, spec §1.5), the policy and the
+micro-batches with mini-batch-global loss denominators (all-reduced over ranks, docs/math.md §1.5), the policy and the
 critic stepped by their own optimizers. Exactly on-policy, the training forward is pi_old: its log-probs and
 entropies are returned for the step's signals, so no separate scoring pass runs."""
 
@@ -28,7 +28,7 @@ from .advantage import micro_batches
 
 
 def all_reduce_denominators(d: dict[str, Denominators], info: DistInfo) -> dict[str, Denominators]:
-    """Sum loss denominators over ranks, so every rank divides by the global count (spec §1.5 rule 2); one
+    """Sum loss denominators over ranks, so every rank divides by the global count (docs/math.md §1.5 rule 2); one
     collective on the backend's device (NCCL takes GPU tensors only)."""
     if info.world == 1:
         return d
@@ -295,7 +295,8 @@ def _value_loss(
     mask: torch.Tensor,
     dens: dict[str, Denominators],
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """The critic's clipped value loss (spec §11), aggregated like the policy loss over the global denominators."""
+    """The critic's clipped value loss (docs/math.md §11), aggregated like the policy loss over the global
+    denominators."""
     a, dev = lr.algo, mask.device
     with lr.autocast():
         values = lr.critic.values(

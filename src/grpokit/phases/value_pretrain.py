@@ -1,4 +1,4 @@
-"""Value pretraining (VC-PPO / VAPO, spec §11): before the first policy step, the critic alone regresses the
+"""Value pretraining (VC-PPO / VAPO, docs/math.md §11): before the first policy step, the critic alone regresses the
 returns of fresh rollouts of the fixed initial policy."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .update import run_update
 
 
 def pretrain_critic(trainer: Any) -> list[dict[str, float]]:
-    """Value pretraining (VC-PPO / VAPO, spec §11): the policy is fixed; the critic regresses the returns of
+    """Value pretraining (VC-PPO / VAPO, docs/math.md §11): the policy is fixed; the critic regresses the returns of
     fresh rollouts until its explained variance, measured on each batch *before* training on it (so held
     out), reaches `critic.pretrain_ev` on `critic.pretrain_patience` consecutive batches, or for at most
     `critic.pretrain_max_steps` batches. Returns one row per batch."""

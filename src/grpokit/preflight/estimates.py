@@ -18,7 +18,7 @@ CACHE_FRACTION = 0.2
 
 
 def zero_variance(pass_rates: list[float], group_size: int, samples: int | None = None) -> dict[str, float]:
-    """Expected fraction of groups of `group_size` with zero reward variance (spec §17.1's ZV, forecast).
+    """Expected fraction of groups of `group_size` with zero reward variance (docs/math.md §17.1's ZV, forecast).
 
     Each prompt's pass rate p = c/n was measured on n = `samples` samples. For G <= n the forecast is unbiased:
     P(all G correct) = C(c, G) / C(n, G), P(all G wrong) = C(n - c, G) / C(n, G) (drawing G of the n without

@@ -1,5 +1,5 @@
 """Rollout engine interface. An engine turns prompt token ids into G sampled completions per prompt, with the
-sampler's own log-probs (for TIS/MIS, spec §10) and EOS/truncation flags (spec §1.1).
+sampler's own log-probs (for TIS/MIS, docs/math.md §10) and EOS/truncation flags (docs/math.md §1.1).
 
 Engines: `hf` (grpokit's shared-prefix sampler, default, `hf.py`), `hf-generate` (transformers `generate`,
 `hf_generate.py`) and, later, `vllm`; they register

@@ -9,7 +9,7 @@ Mapping of grpokit's sampling parameters to vLLM's `SamplingParams` (one to one)
 (0 = all tokens -> vLLM's -1), min/max new tokens -> min_tokens/max_tokens, the EOS ids -> stop_token_ids, a
 per-call seed drawn from torch's global RNG (so a seeded run is reproducible) and `logprobs=0` with
 `logprobs_mode="processed_logprobs"`: the log-prob of each sampled token under the distribution actually sampled
-from (after temperature/top-k/top-p), the sampler log-probs TIS/MIS and the mismatch signal need (spec §10).
+from (after temperature/top-k/top-p), the sampler log-probs TIS/MIS and the mismatch signal need (docs/math.md §10).
 
 Memory is bounded by config keys: `rollout.vllm_kv_cache_gib` (CPU: `VLLM_CPU_KVCACHE_SPACE`, default 2 GiB
 instead of vLLM's ~11), `rollout.vllm_gpu_memory_utilization` (GPU) and `rollout.vllm_sleep` (GPU sleep mode:

@@ -1,4 +1,4 @@
-"""Failure-mode detectors over the per-step signals of spec §17 (canonical names: `grpokit.metric_names`).
+"""Failure-mode detectors over the per-step signals of docs/math.md §17 (canonical names: `grpokit.metric_names`).
 
 Each detector is one small class with documented, configurable thresholds. Fed one metrics row per step, it
 returns an `Alert` when its failure mode starts (with the step it started at, the numbers that show it, a
