@@ -1,6 +1,6 @@
-"""Worked test vectors of ALGORITHMS.md §18 (produced by /work/shared/spec/reference_vectors.py).
+"""Worked test vectors of docs/math.md §18 (the numbers of docs/math.md §18).
 
-Every expected number below is copied from §18 of the spec (6 decimals), never recomputed with the code under test.
+Every expected number below is copied from docs/math.md §18 (6 decimals), never recomputed with the code under test.
 """
 
 from __future__ import annotations

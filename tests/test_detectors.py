@@ -1,7 +1,7 @@
 """Failure-mode detectors (`grpokit.monitor.detectors`) on synthetic metric rows: each one fires on its condition
 with the right onset step, severity, evidence and a fix naming the seed technique; stays quiet below its
 threshold; takes its thresholds by keyword; reports absent inputs as not measurable and then never fires. Includes
-the spec's §18.15 vector for the entropy-collapse rule of §17.7."""
+the §18.15 vector of docs/math.md for the entropy-collapse rule of §17.7."""
 
 from __future__ import annotations
 

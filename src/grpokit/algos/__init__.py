@@ -11,8 +11,8 @@ Each component's keyword-only arguments (other than tensor inputs such as `mask`
 hyper-parameters, with defaults from its paper; `AlgoConfig.bind()` binds them from a recipe and rejects keys
 the chosen components do not take.
 
-Tensors are [N, T] (N sequences, T tokens, right-padded) with a 0/1 mask. Formulas and spec sections are in
-each function's docstring (spec = ALGORITHMS.md).
+Tensors are [N, T] (N sequences, T tokens, right-padded) with a 0/1 mask. Formulas and their sections of
+grpokit's math reference, docs/math.md (every `§N` in grpokit's docstrings), are in each function's docstring.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Outcome estimators take `(rewards[N], group_ids[N], *, <params>)` and return adv
 ones (REINFORCE++, GAE family) also take `mask[N,T]` and return `[N,T]`. All are registered in `ADVANTAGES`
 and reached through `grpokit.algos.get_advantage(name)`. The keyword-only arguments other than the tensor inputs
 (`valid`, `mask`, `values`, `token_rewards`) are the estimator's declared hyper-parameters, defaults from its
-paper (spec section in each docstring).
+paper (its docs/math.md section in each docstring).
 """
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ def pass_at_k_advantage(rewards: torch.Tensor, group_ids: torch.Tensor, *, pass_
 
     Rbar = 1 - C(Nneg,k)/C(N,k), sigma = sqrt(Rbar(1-Rbar)); A_pos = (1-Rbar)/sigma,
     A_neg = (1 - Rbar - C(Nneg-1,k-1)/C(N-1,k-1))/sigma; sigma = 0 gives all zeros. Requires k <= N.
-    Parameters: pass_k 4 (the spec gives no default; §15.3 requires k <= N).
+    Parameters: pass_k 4 (docs/math.md gives no default; §15.3 requires k <= N).
     """
     idx, q = group_index(group_ids)
     adv = torch.zeros_like(rewards, dtype=torch.float32)

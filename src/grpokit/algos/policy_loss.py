@@ -5,7 +5,7 @@ Every loss has the signature `(logp, old_logp, advantages, mask, *, <params>) ->
 Per-token losses are 0 at masked positions; sequence-level losses (GSPO, GMPO) are broadcast to the sequence's
 valid tokens, so that seq-mean-token-mean aggregation gives their seq-mean value and gradient exactly (§7).
 Metrics are floats, token-means over the valid tokens of this call (clip fractions as in §17.4).
-The keyword-only arguments are the loss's declared hyper-parameters (defaults from its paper, spec section in
+The keyword-only arguments are the loss's declared hyper-parameters (defaults from its paper, docs/math.md section in
 each docstring); `generator` (Clip-Cov) is an input, not a parameter.
 """
 

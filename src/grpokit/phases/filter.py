@@ -72,7 +72,8 @@ def dapo_dynamic_sampling(draw: Draw, prompts: int, cfg: AlgoConfig) -> tuple[Ba
     G = 1), and draws again until `prompts` groups are kept (at most `max_gen_rounds` rounds, verl's
     max_num_gen_batches = 10), then takes the first `prompts`.
 
-    Not full after `max_gen_rounds` rounds: by default (`ds_shortfall="error"`, the spec's pseudo-code and verl)
+    Not full after `max_gen_rounds` rounds: by default (`ds_shortfall="error"`, DAPO's pseudo-code in docs/math.md §5,
+    and verl)
     raise DynamicSamplingError naming the cause (solved or too hard) and the fix. `"partial"` is an explicit
     opt-in: train on the kept groups with `sampling/short_batch` = 1 (the short-batch detector reports it); with
     no group kept at all the step's update is skipped."""
