@@ -18,12 +18,15 @@ def completion_forward(
     completion_mask: torch.Tensor,
     *,
     temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
     with_entropy: bool = True,
     chunk_size: int = 1024,
     shared_prefix: bool = True,
     return_hidden: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(logp [n,T], entropy [n,T], hidden [n,T,D] or None) of the completion tokens, logits / temperature.
+    """(logp [n,T], entropy [n,T], hidden [n,T,D] or None) of the completion tokens, logits / temperature, the
+    log-probs under the sampler's `top_k` / `top_p` truncation (docs/math.md §10), the entropy the full one's.
 
     With `return_hidden` the third element is the last hidden states that predict each completion token (what a
     critic head reads, `grpokit.critic`), else None.
@@ -49,7 +52,14 @@ def completion_forward(
         p = p_ids.shape[1]
         h = hidden[:, p - 1 : p - 1 + t_used]
     logp, ent = logprobs_and_entropy(
-        h, c_ids.to(device), temperature=temperature, head=head, chunk_size=chunk_size, with_entropy=with_entropy
+        h,
+        c_ids.to(device),
+        temperature=temperature,
+        head=head,
+        chunk_size=chunk_size,
+        with_entropy=with_entropy,
+        top_k=top_k,
+        top_p=top_p,
     )
     third = h if return_hidden else None
 

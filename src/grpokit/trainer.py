@@ -202,6 +202,8 @@ class Trainer:
             info=self.info,
             on_phase=self.on_phase,
             sharding=self.sharding,
+            top_k=self.cfg.rollout.top_k,
+            top_p=self.cfg.rollout.top_p,
         )
 
     # -------------------------------------------------------------------------------------------- phases
@@ -232,6 +234,8 @@ class Trainer:
         common = {
             "micro_batch_size": self.cfg.train.micro_batch_size,
             "temperature": self.cfg.rollout.temperature,
+            "top_k": self.cfg.rollout.top_k,
+            "top_p": self.cfg.rollout.top_p,
             "autocast": self._autocast,
         }
         value_fn = None
@@ -291,6 +295,8 @@ class Trainer:
             b,
             micro_batch_size=self.cfg.train.micro_batch_size,
             temperature=self.cfg.rollout.temperature,
+            top_k=self.cfg.rollout.top_k,
+            top_p=self.cfg.rollout.top_p,
             autocast=self._autocast,
         )
         return lp, ent

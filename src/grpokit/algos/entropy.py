@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from .truncation import truncate_logits, truncates
+
 
 def _expected_logit(z: torch.Tensor) -> torch.Tensor:
     """sum_v softmax(z)_v z_v, with -inf (vocabulary-padding) entries contributing 0 instead of 0 * -inf = NaN."""
@@ -29,13 +31,17 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     return lse - _expected_logit(z)
 
 
-def _chunk_fn(temperature: float, head: Callable | None, with_entropy: bool):
+def _chunk_fn(temperature: float, head: Callable | None, with_entropy: bool, top_k: int = 0, top_p: float = 1.0):
     def fn(x: torch.Tensor, tok: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         z = (head(x) if head is not None else x).float()
         if temperature != 1.0:
             z = z / temperature
         lse = torch.logsumexp(z, dim=-1)
-        logp = z.gather(-1, tok[:, None]).squeeze(-1) - lse
+        if truncates(top_k, top_p):  # the distribution the sampler drew from (docs/math.md §10)
+            zt = truncate_logits(z, top_k, top_p, keep=tok)
+            logp = zt.gather(-1, tok[:, None]).squeeze(-1) - torch.logsumexp(zt, dim=-1)
+        else:
+            logp = z.gather(-1, tok[:, None]).squeeze(-1) - lse
         if with_entropy:
             ent = lse - _expected_logit(z)
         else:
@@ -53,8 +59,13 @@ def logprobs_and_entropy(
     head: Callable[[torch.Tensor], torch.Tensor] | None = None,
     chunk_size: int = 1024,
     with_entropy: bool = True,
+    top_k: int = 0,
+    top_p: float = 1.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Chosen-token log-probs and full-distribution entropies [N,T] (float32) of logits / temperature.
+
+    With `top_k` > 0 or `top_p` < 1 the log-probs are those of the truncated distribution the sampler drew from
+    (`grpokit.algos.truncation`, docs/math.md §10); the entropy stays that of the full distribution (§1.6, §17.2).
 
     `logits_or_hidden` is [N,T,V] logits, or [N,T,D] hidden states when `head` (e.g. the lm_head) is given.
     Both outputs carry gradients when the input does (use `.detach()` on the entropy unless it feeds a bonus).
@@ -62,7 +73,7 @@ def logprobs_and_entropy(
     shape = tokens.shape
     x = logits_or_hidden.reshape(-1, logits_or_hidden.shape[-1])
     tok = tokens.reshape(-1)
-    fn = _chunk_fn(temperature, head, with_entropy)
+    fn = _chunk_fn(temperature, head, with_entropy, top_k, top_p)
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or (head is not None and any(p.requires_grad for p in getattr(head, "parameters", list)()))
     )

@@ -33,9 +33,12 @@ def score_pass(
     micro_batch_size: int,
     temperature: float,
     autocast: Autocast,
+    top_k: int = 0,
+    top_p: float = 1.0,
     value_fn: Callable[..., torch.Tensor | None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(log-probs, entropies, values or None) [N,T] of the batch's completions under `model`, no gradient."""
+    """(log-probs, entropies, values or None) [N,T] of the batch's completions under `model`, no gradient; the
+    log-probs under the sampler's top-k/top-p truncation when one is given (docs/math.md §10)."""
     lps, ents, vals = [], [], []
     for idx in micro_batches(len(b), micro_batch_size):
         with autocast():
@@ -46,6 +49,8 @@ def score_pass(
                 b.completion_ids[idx],
                 b.raw_mask[idx],
                 temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
                 return_hidden=value_fn is not None,
             )
             v = value_fn(b, idx, h) if value_fn is not None else None

@@ -54,6 +54,8 @@ class Learner:
     info: DistInfo = field(default_factory=DistInfo)
     on_phase: Callable[..., None] | None = None
     sharding: Sharding | None = None  # how the learner is laid out over ranks (`grpokit.sharding`)
+    top_k: int = 0  # the sampler's truncation, applied to the learner's log-probs (docs/math.md §10)
+    top_p: float = 1.0
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """The training forward (through DDP or FSDP2 when there are several ranks, so gradients are summed)."""
@@ -251,6 +253,8 @@ def _micro_loss(
             mbb.completion_ids[idx],
             mbb.raw_mask[idx],
             temperature=lr.temperature,
+            top_k=lr.top_k,
+            top_p=lr.top_p,
             with_entropy=True,
             return_hidden=lr.critic is not None and lr.critic.uses_policy_features,
         )

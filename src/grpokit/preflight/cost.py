@@ -41,6 +41,8 @@ def forward_rows(
             out.completion_ids[idx],
             out.completion_mask[idx],
             temperature=session.cfg.rollout.temperature,
+            top_k=session.cfg.rollout.top_k,
+            top_p=session.cfg.rollout.top_p,
         )
 
 

@@ -11,23 +11,15 @@ from collections.abc import Callable
 
 import torch
 
+from ..algos.truncation import truncate_logits
 from ..prefix import decoder_and_head, positions, prefill
 from .base import RolloutOutput, SamplingParams, SharedModelEngine, left_pad, register_engine
 
 
 def process_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
-    """Temperature, then top-k, then top-p (nucleus) filtering, as transformers' logits warpers order them."""
-    z = logits.float() / temperature
-    if top_k and 0 < top_k < z.shape[-1]:
-        kth = torch.topk(z, top_k, dim=-1).values[..., -1:]
-        z = z.masked_fill(z < kth, float("-inf"))
-    if top_p < 1.0:
-        sorted_z, order = torch.sort(z, descending=True, dim=-1)
-        probs = torch.softmax(sorted_z, -1)
-        remove = probs.cumsum(-1) - probs > top_p  # keep the smallest prefix whose mass reaches top_p
-        remove[..., 0] = False
-        z = z.masked_fill(remove.scatter(-1, order, remove), float("-inf"))
-    return z
+    """Temperature, then top-k, then top-p (nucleus) filtering, as transformers' logits warpers order them; the
+    learner applies the same truncation to its log-probs (`grpokit.algos.truncation`)."""
+    return truncate_logits(logits.float() / temperature, top_k, top_p)
 
 
 def sample_tokens(logp: torch.Tensor) -> torch.Tensor:
