@@ -61,3 +61,13 @@ def test_an_unset_optional_choice_field_still_takes_the_component_default():
     assert build_config("grpo", overrides=["algo.adv_scale=null"]).algo.adv_scale == "group"
     with pytest.raises(ConfigError, match=r"algo.adv_scale='std' is not one of \('group', 'batch', 'none'\)"):
         build_config("grpo", overrides=["algo.adv_scale=std"])
+
+
+def test_vf_coef_is_refused_in_training_with_the_reason() -> None:
+    """The trainer's critic has its own AdamW, on which a constant value-loss weight has no effect: setting it is
+    refused with the knob that does act (critic.lr); the PPO-family recipes train their critic without it."""
+    with pytest.raises(ConfigError, match=r"algo.vf_coef=0.5 has no effect.*own Adam.*critic.lr"):
+        build_config("ppo", overrides=["algo.vf_coef=0.5"])
+    for recipe in ("ppo", "vapo", "orz"):
+        algo = build_config(recipe).algo
+        assert algo.vf_coef == 0.0 and algo.uses_critic, recipe

@@ -84,12 +84,15 @@ class AlgoConfig:
     filter_metric: str = "accuracy"
     max_gen_rounds: int = 10  # DAPO / verl max_num_gen_batches
     ds_oversample: float = 1.0  # prompts drawn per round = ceil(ds_oversample * prompts_per_step) (verl: 3)
-    ds_shortfall: str = "error"  # batch not full after max_gen_rounds: "error" (spec §5, verl) | "partial" (opt-in)
+    # batch not full after max_gen_rounds: "error" (docs/math.md §5, verl) | "partial" (opt-in)
+    ds_shortfall: str = "error"
     overlong_filter: bool = False
     soft_overlong: bool = False
     overlong_cache: float = 0.2  # tokens, or a fraction of max_new_tokens when < 1 (paper: 4096/20480 = 0.2)
     overlong_factor: float = 1.0
-    # critic (§2, §11, §13)
+    # critic (§2, §11, §13). vf_coef weighs the value loss in `compute_loss` (one loss over a policy and a value
+    # head that share an optimizer); grpokit's trainer steps its critic with an optimizer of its own, where a
+    # constant loss weight would change nothing, so training refuses it (config_checks "vf_coef_in_training")
     vf_coef: float = 0.0
     value_clip: float | None = 0.5
     nll_coef: float = 0.0
@@ -114,7 +117,7 @@ class AlgoConfig:
 
     @property
     def uses_critic(self) -> bool:
-        return self.vf_coef > 0 or "gae" in self.advantage
+        return "gae" in self.advantage
 
     @property
     def needs_reference(self) -> bool:
