@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup test demo lint bench clean
+.PHONY: setup test test-fast kernel-matrix demo lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -24,15 +24,30 @@ setup: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts
 
-# The suite runs under whatever model.precision=auto picks on this CPU (bf16-autocast with AVX512-BF16/AMX when
-# bf16 measures faster, else fp32); the precision-marked tests then run again under the other decision.
-OTHER_CPU_BF16 = $$($(BIN)/python -c 'from grpokit.models import cpu_bf16_is_fast as f; print(int(not f()))')
+# `make test` first names the machine (CPU, instruction sets, torch's kernel set, what model.precision=auto picks
+# and why), so a failure report carries it. The suite runs with auto's CPU decision pinned (GRPOKIT_CPU_BF16), so no
+# test depends on a timing; the precision-marked tests then run again under the other decision.
+# GRPOKIT_REQUIRE_VLLM=1: a missing vLLM fails the vLLM tests instead of skipping them.
+AUTO_BF16 = $(BIN)/python -c 'from grpokit.models import cpu_bf16_is_fast as f; print(int(f()))'
+MACHINE = $(BIN)/python -c 'from grpokit.models.precision import machine_lines as m; print(chr(10).join(m()))'
 
-# GRPOKIT_REQUIRE_VLLM=1: a missing vLLM fails the vLLM tests instead of skipping them
 test: $(STAMP)
+	@$(MACHINE)
 	$(BIN)/ruff check src tests bench scripts
-	GRPOKIT_REQUIRE_VLLM=1 $(BIN)/python -m pytest -x tests
-	GRPOKIT_CPU_BF16=$(OTHER_CPU_BF16) $(BIN)/python -m pytest -x -m precision tests
+	b=$$($(AUTO_BF16)); \
+	GRPOKIT_CPU_BF16=$$b GRPOKIT_REQUIRE_VLLM=1 $(BIN)/python -m pytest -x tests && \
+	GRPOKIT_CPU_BF16=$$((1 - b)) $(BIN)/python -m pytest -x -m precision tests
+
+# the fast lane: everything that neither trains a model nor runs a slow subprocess (a few minutes); run it while
+# editing, and `make test` (the whole suite, what CI runs) before a commit
+test-fast: $(STAMP)
+	@$(MACHINE)
+	$(BIN)/ruff check src tests bench scripts
+	$(BIN)/python -m pytest -x -m "not slow and not trains" tests
+
+# the tests that train, under seeds 0-4 x kernel sets (default, avx2, this CPU's best): pass/fail and margins
+kernel-matrix: $(STAMP)
+	$(BIN)/python scripts/kernel_matrix.py --seeds 0 1 2 3 4 --out docs/kernel_matrix.md
 
 demo: $(STAMP)
 	$(BIN)/grpokit demo

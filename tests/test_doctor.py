@@ -9,6 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from tiny_config import SEED
+
 from grpokit.config import build_config
 from grpokit.monitor.doctor import diagnose, diagnose_all, render
 from grpokit.monitor.report import make_report
@@ -26,6 +29,7 @@ COLLAPSING_TINY_RUN = [
     "data.eval_size=4",
     "reward.functions=[toy_rewards:always_zero]",
     "monitor.thresholds={advantage_collapse: {window: 2}}",
+    f"train.seed={SEED}",
 ]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parent)}
 
@@ -61,6 +65,7 @@ def test_doctor_on_verl_console_log() -> None:
     assert diag["last_values"]["entropy/token_mean"] < 0.5
 
 
+@pytest.mark.trains
 def test_doctor_and_report_on_a_grpokit_run(tmp_path: Path) -> None:
     overrides = [*COLLAPSING_TINY_RUN, "train.steps=3"]
     trainer = Trainer(build_config("grpo", overrides=overrides), tmp_path)
@@ -81,6 +86,7 @@ def test_doctor_rejects_an_unknown_path(tmp_path: Path) -> None:
     assert out.returncode == 2 and "nothing-here" in out.stderr and "Traceback" not in out.stderr
 
 
+@pytest.mark.trains
 def test_autopilot_switches_on_dynamic_sampling_and_logs_before_after(tmp_path: Path) -> None:
     """Advantage collapse under GRPO (a reward that is 0 for most samples): the autopilot applies the recommended
     fix (dynamic sampling), and logs the intervention with its reason and the metrics before and after."""

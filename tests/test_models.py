@@ -155,6 +155,9 @@ def test_precision_names() -> None:
 
 
 def test_auto_precision(monkeypatch: pytest.MonkeyPatch) -> None:
+    from grpokit.models import cpu_bf16_decision, precision_reason
+    from grpokit.models import precision as prec
+
     expected = "bf16-autocast" if cpu_bf16_is_fast() else "fp32"
     assert resolve_precision("auto", "cpu").name == expected
     assert resolve_precision("auto", torch.device("cpu")).name == expected
@@ -163,11 +166,27 @@ def test_auto_precision(monkeypatch: pytest.MonkeyPatch) -> None:
     try:
         for env, name in (("1", "bf16-autocast"), ("0", "fp32")):
             monkeypatch.setenv("GRPOKIT_CPU_BF16", env)
-            cpu_bf16_is_fast.cache_clear()
+            cpu_bf16_decision.cache_clear()
             assert resolve_precision("auto", "cpu").name == name
+            assert precision_reason("auto", "cpu") == f"auto on CPU: GRPOKIT_CPU_BF16={env} set in the environment"
+        # without the override: a CPU without bf16 arithmetic is fp32 from its flags alone, no timing involved
+        monkeypatch.delenv("GRPOKIT_CPU_BF16", raising=False)
+        monkeypatch.setattr(prec, "cpu_flags", lambda: {"avx2", "avx512f"})
+        monkeypatch.setattr(prec, "_matmul_ratio", lambda: pytest.fail("timed a CPU without bf16 arithmetic"))
+        cpu_bf16_decision.cache_clear()
+        assert resolve_precision("auto", "cpu").name == "fp32"
+        assert "no bf16 arithmetic" in precision_reason("auto", "cpu")
+        # with AMX: the probe confirms it, with a margin (0.6) that a loaded machine does not cross
+        for ms, name in (((10.0, 2.0), "bf16-autocast"), ((10.0, 7.0), "fp32"), ((10.0, 25.0), "fp32")):
+            monkeypatch.setattr(prec, "cpu_flags", lambda: {"avx512f", "amx_bf16", "amx_tile"})
+            monkeypatch.setattr(prec, "_matmul_ratio", lambda ms=ms: ms)
+            cpu_bf16_decision.cache_clear()
+            assert resolve_precision("auto", "cpu").name == name, ms
+            assert "amx_bf16" in precision_reason("auto", "cpu")
+        assert precision_reason("fp32", "cpu") == "model.precision=fp32 set in the config"
     finally:
         monkeypatch.undo()
-        cpu_bf16_is_fast.cache_clear()
+        cpu_bf16_decision.cache_clear()
 
 
 def test_autocast_ctx() -> None:

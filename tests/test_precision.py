@@ -67,11 +67,13 @@ def test_bf16_autocast_sampler_learner_mismatch_stays_within_a_bf16_bound(tmp_pa
     assert abs(r["mismatch/kl_k3"]) < 1e-4
 
 
-def test_a_tiny_model_learns_under_bf16_autocast(tmp_path: Path) -> None:
+@pytest.mark.trains
+def test_a_tiny_model_learns_under_bf16_autocast(tmp_path: Path, margin) -> None:  # noqa: ANN001
     """The vowel-fraction reward rises clearly under bf16 autocast (as test_tiny_model_learns_toy_reward in fp32)."""
     extra = ["model.precision=bf16-autocast", *TINY_LEARNING, f"train.steps={TINY_LEARNING_STEPS}"]
     fit(Trainer(build_config("grpo", overrides=[*TINY, *extra]), tmp_path), None, eval_before=False)
     rewards = [r["reward/mean"] for r in rows(tmp_path)]
     assert all(math.isfinite(x) for x in rewards)
     first, last = sum(rewards[:4]) / 4, sum(rewards[-4:]) / 4
+    margin("reward rise (> 0.1)", last - first)
     assert last > first + 0.1, (first, last, rewards)

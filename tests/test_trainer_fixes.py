@@ -58,6 +58,7 @@ def test_alert_count_is_in_the_logged_row_and_the_reward_worker_is_closed(tmp_pa
     assert steps[-1]["alerts/active"] >= 1  # advantage collapse is active on an all-zero reward
 
 
+@pytest.mark.trains
 def test_autopilot_interventions_survive_resume(tmp_path: Path) -> None:
     overrides = [
         *TINY,

@@ -5,6 +5,12 @@ module pins (precision, lengths, reward) stays visible where its numbers are ass
 
 from __future__ import annotations
 
+import os
+
+# the seed of every tiny run (model init, prompts, sampling): `scripts/kernel_matrix.py` sets GRPOKIT_TEST_SEED to
+# run the tests that train under several seeds and kernel sets; plain `make test` runs seed 0
+SEED = int(os.environ.get("GRPOKIT_TEST_SEED", "0"))
+
 # 2 prompts x 4 samples of at most 6 tokens, one micro-batch, no evaluation or checkpoints, a reward that varies
 # within every group (so each step has a gradient)
 TINY: dict[str, str] = {
@@ -17,6 +23,7 @@ TINY: dict[str, str] = {
     "train.save_every": "0",
     "train.micro_batch_size": "8",
     "reward.functions": "[toy_rewards:vowel_frac]",
+    "train.seed": str(SEED),
 }
 
 # on top of TINY, where the tiny model clearly learns vowel_frac within TINY_LEARNING_STEPS: 4 prompts x 8 samples

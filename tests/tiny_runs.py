@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tiny_config import SEED
+
 from grpokit.config import build_config
 from grpokit.trainer import Trainer, fit
 
@@ -18,6 +20,7 @@ COMMON = [
     "data.eval_size=4",
     "train.save_every=0",
     "train.log_completions=3",
+    f"train.seed={SEED}",
 ]
 LEARNING = [
     *COMMON,

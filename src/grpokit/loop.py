@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from .guard import RunGuard
+from .models import precision_reason
 from .monitor.autopilot import write_rows
 from .trainer import Trainer, monitor_context
 
@@ -136,6 +137,7 @@ def run_info(trainer: Trainer) -> dict[str, Any]:
         "world_size": trainer.info.world,
         "device": str(trainer.device),
         "precision": trainer.precision.name,
+        "precision_reason": precision_reason(trainer.cfg.model.precision, trainer.device),
         "parameters": n_params,
         "torch_threads": torch.get_num_threads(),
         "versions": versions,

@@ -21,7 +21,17 @@ from .embedded import (
     greedy_chat,
 )
 from .loading import apply_lora, build_tiny_model, load_model_and_tokenizer
-from .precision import PRECISION_CHOICES, Precision, autocast_ctx, cpu_bf16_is_fast, param_dtype, resolve_precision
+from .precision import (
+    PRECISION_CHOICES,
+    Precision,
+    autocast_ctx,
+    cpu_bf16_decision,
+    cpu_bf16_is_fast,
+    cpu_description,
+    param_dtype,
+    precision_reason,
+    resolve_precision,
+)
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -37,7 +47,10 @@ __all__ = [
     "autocast_ctx",
     "build_tiny_model",
     "cache_dir",
+    "cpu_bf16_decision",
     "cpu_bf16_is_fast",
+    "cpu_description",
+    "precision_reason",
     "ensure_embedded_model",
     "greedy_chat",
     "load_model_and_tokenizer",
