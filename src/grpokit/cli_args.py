@@ -108,8 +108,10 @@ def self_registering(sub: Any) -> None:
     """Subcommands whose packages add their own parser and command."""
     from .audit import register_cli as register_audit
     from .config_compat.cli import register_cli as register_config
+    from .monitor.watch import register_cli as register_watch
     from .preflight import register_cli as register_preflight
 
     register_preflight(sub)
+    register_watch(sub)
     register_audit(sub)
     register_config(sub)

@@ -48,8 +48,9 @@ class KLDrift(Windowed):
         vals = self.vals()
         last = vals[-1]
         fix = (
-            "decoupled KL (no KL in the reward; algo.kl_placement=loss), an adaptive coefficient "
-            "(algo.kl_controller=adaptive), an EMA reference (algo.reference=ema)"
+            "a larger KL coefficient (algo.kl_coef) or a lower learning rate (train.lr); decoupled KL (no KL in the "
+            "reward; algo.kl_placement=loss), an adaptive coefficient (algo.kl_controller=adaptive), an EMA "
+            "reference (algo.reference=ema)"
         )
         actions = [] if self.context.get("kl_controller") == "adaptive" else ["algo.kl_controller=adaptive"]
         if last > self.kl_max:

@@ -10,7 +10,7 @@ from ... import metric_names as mn
 from ..detectors import Monitor, rank
 from ..readers import RunLog, read_runs
 from . import facts
-from .knobs import _equivalents
+from .knobs import equivalents
 
 HEADLINE = (
     mn.REWARD_MEAN,
@@ -51,7 +51,7 @@ def _replay(mon: Monitor, rows: list[dict[str, Any]], log: RunLog, diag: dict[st
     alerts = rank(mon.alerts)
     diag["alerts"] = [a.to_dict() for a in alerts]
     for a in diag["alerts"]:
-        if eq := _equivalents(a, log.flavor):
+        if eq := equivalents(a, log.flavor, log.context):
             a["in_" + str(log.flavor)] = eq
     _explain_by_saturation(diag["alerts"])
     diag["active"] = mon.active()

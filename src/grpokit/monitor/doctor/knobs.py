@@ -55,9 +55,23 @@ TRAINER_KNOBS: dict[str, dict[str, str]] = {
 _KEY = re.compile(r"\b(?:algo|train|rollout)\.[a-z_]+")
 
 
-def _equivalents(alert: dict[str, Any], flavor: str | None) -> dict[str, str]:
-    knobs = TRAINER_KNOBS.get(flavor or "")
+#: Knobs a trainer refuses in some configurations, and what to name instead: TRL's `sync_ref_model` raises for a
+#: PEFT model (the reference is the base model with the adapter disabled), so a LoRA run changes `beta` instead.
+PEFT_KNOBS: dict[str, dict[str, str]] = {
+    "trl": {
+        "algo.reference": "not with PEFT (TRL refuses sync_ref_model for a PEFT model): a larger beta, or a lower "
+        "learning_rate",
+    },
+}
+
+
+def equivalents(alert: dict[str, Any], flavor: str | None, context: dict[str, Any] | None = None) -> dict[str, str]:
+    """The trainer's own names for the grpokit keys an alert's fix and actions name (PEFT-aware where `context`
+    says the run trains an adapter)."""
+    knobs = dict(TRAINER_KNOBS.get(flavor or "", {}))
     if not knobs:
         return {}
+    if (context or {}).get("peft"):
+        knobs.update(PEFT_KNOBS.get(flavor or "", {}))
     keys = dict.fromkeys(_KEY.findall(alert.get("fix", "") + " " + " ".join(alert.get("actions", []))))
     return {k: knobs[k] for k in keys if k in knobs}

@@ -179,3 +179,15 @@ class Reader:
     def locate(self, path: Path) -> list[Path] | None:
         found = self.runs(path)
         return found[0][1] if found else None
+
+
+#: The plain name mapper of each trainer's own logged keys (no TensorBoard prefixes), for live rows.
+LIVE_MAPPERS: dict[str, Mapper] = {"trl": _TRL_MAPPER, "verl": _VERL_MAPPER, "openrlhf": _OPENRLHF_CONSOLE_MAPPER}
+
+
+def canonical_row(flavor: str, step: int, values: dict[str, Any]) -> dict[str, float]:
+    """One logged row of a trainer (`flavor`: trl | verl | openrlhf | grpokit), numbers only, in canonical names
+    (`{"step": step, ...}`); what the mapping does not know is left out."""
+    numbers = {str(k): float(v) for k, v in values.items() if isinstance(v, (int, float))}
+    rows, _, _ = _canonicalise({step: numbers}, LIVE_MAPPERS.get(flavor, _identity_mapper))
+    return rows[0]
