@@ -266,12 +266,15 @@ def test_descriptors_inherited_from_the_trainer_are_closed(tmp_path: Path) -> No
 
 
 def test_reward_cannot_kill_the_trainer() -> None:
+    trainer = os.getpid()
+
     def assassin(completions, examples):
-        os.kill(os.getppid(), signal.SIGKILL)
+        os.kill(trainer, signal.SIGKILL)
         return [1.0]
 
     failure = _only_failure(_score_one(assassin)[0])  # we are still here to read the result
-    assert failure.kind == "sandbox" and "Operation not permitted" in failure.message
+    # denied (Landlock's signal scope), or no such process: the trainer is outside the worker's pid namespace
+    assert "Operation not permitted" in failure.message or "ProcessLookupError" in failure.message
 
 
 PARENT_SCRIPT = """
@@ -279,13 +282,21 @@ import os, subprocess, sys, time
 from grpokit.data import Example
 from grpokit.rewards import RewardManager
 
+def host_pid():  # this process's pid as the trainer numbers it (/proc is the trainer's, even in a pid namespace)
+    return int(os.readlink("/proc/self"))
+
 def slow(completions, examples):
+    r, w = os.pipe()
     child = os.fork()
     if child == 0:
+        os.write(w, str(host_pid()).encode())
         time.sleep(60)
         os._exit(0)
-    program = subprocess.Popen(["sleep", "60"])  # started without any death signal of its own
-    print("pids", os.getpid(), child, program.pid, flush=True)
+    forked = int(os.read(r, 20))
+    report = "import os, time; print(os.readlink('/proc/self'), flush=True); time.sleep(60)"
+    # started without any death signal of its own
+    program = subprocess.Popen([sys.executable, "-c", report], stdout=subprocess.PIPE, text=True)
+    print("pids", host_pid(), forked, int(program.stdout.readline()), flush=True)
     time.sleep(60)
     return [1.0]
 
@@ -519,3 +530,39 @@ def test_directories_of_killed_trainers_are_swept() -> None:
             if d.exists():
                 (d / "left.txt").unlink()
                 d.rmdir()
+
+
+def _pool_sum(completions, examples):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(lambda c: float(len(c)), completions))
+
+
+def _numpy_matmul(completions, examples):
+    import numpy as np
+
+    a = np.ones((256, 256))
+    return [float((a @ a)[0, 0])] * len(completions)
+
+
+def _torch_matmul(completions, examples):
+    import torch
+
+    torch.set_num_threads(2)
+    a = torch.ones(256, 256)
+    return [float((a @ a)[0, 0])] * len(completions)
+
+
+@pytest.mark.parametrize(
+    ("fn", "expected"), [(_pool_sum, [2.0, 3.0]), (_numpy_matmul, [256.0] * 2), (_torch_matmul, [256.0] * 2)]
+)
+def test_a_reward_may_start_threads(fn, expected) -> None:
+    """The pid namespace is entered by a supervisor; the process serving the calls lives inside it, where the
+    kernel allows threads (thread pools of numpy, torch and concurrent.futures)."""
+    limits = SandboxLimits(memory_mb=4096, max_procs=64, max_open_files=256)
+    with RewardManager([(fn, 1.0)], timeout_s=60, max_fail_frac=1.0, sandbox=limits) as m:
+        result = m.score(["ab", "abc"], [EX, EX])
+        enforced = m.sandbox
+    assert result.failures == [] and result.rewards == expected
+    assert "process tree" in enforced or not enforced.get("user", "").startswith("own user namespace")

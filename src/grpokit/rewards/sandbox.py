@@ -30,7 +30,10 @@
 7. **Parent death**: PR_SET_PDEATHSIG(SIGKILL) for the worker and every process it forks with `os.fork`, and a
    check that the parent is still the trainer (it may have died before the prctl). In its own user namespace
    the worker also starts a pid namespace whose pid 1 dies with it, taking every program the reward started
-   (`subprocess` included) along.
+   (`subprocess` included) along. The kernel refuses new threads to a process that has called
+   `unshare(CLONE_NEWPID)`, so the worker then forks the process that serves the calls into the namespace
+   (where numpy, torch and `concurrent.futures` may start threads) and stays as its supervisor
+   (`worker.fork_server`).
 
 Then the worker changes into its private directory (also HOME and TMPDIR). Where it has its own mount
 namespace (step 2), that directory is a tmpfs of at most `max_dir_mb` that only the worker sees and that

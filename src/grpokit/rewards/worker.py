@@ -59,6 +59,45 @@ def _run_one(fn: Callable[..., Any], args: tuple[Any, ...], limits: SandboxLimit
         return "err", describe_exception(e)
 
 
+def exit_like(status: int) -> None:
+    """End this process the way a child with wait status `status` ended: by the same signal, or exit code."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            if sig not in (signal.SIGKILL, signal.SIGSTOP):
+                signal.signal(sig, signal.SIG_DFL)
+            os.kill(os.getpid(), sig)
+            time.sleep(1.0)  # a deadly signal ends us before this returns
+        except (OSError, ValueError):
+            pass
+    os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+
+
+def fork_server(conn: Any) -> bool:
+    """Fork the process that serves the calls, inside the pid namespace the sandbox started: True there.
+
+    The sandbox's `unshare(CLONE_NEWPID)` moves only this process's future children into the new namespace,
+    and the kernel then refuses this process every new thread (numpy/torch thread pools, ThreadPoolExecutor).
+    Its child lives wholly inside the namespace and may start threads. This process stays as a supervisor that
+    waits for the server and ends as it ended (so SIGXCPU or an OOM kill still reads as such in the trainer),
+    and returns False. Where the fork fails the calls are served from here, without threads (True)."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return True
+    if pid == 0:
+        return True
+    conn.close()  # the trainer sees end of file as soon as the server is gone
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    exit_like(status)
+    return False
+
+
 def serve(
     conn: Any,
     parent_end: Any,
@@ -77,6 +116,8 @@ def serve(
     if limits is not None:
         try:
             enforced = apply_sandbox(limits, workdir, parent_pid, {conn.fileno()})
+            if "process tree" in enforced and not fork_server(conn):
+                return  # this was the supervisor; the server it forked has ended
             start_cpu_budget(limits.cpu_budget_s or CPU_BUDGET_CALLS * cpu_s)
         except Exception as e:
             why = describe_exception(e)
