@@ -566,3 +566,48 @@ def test_a_reward_may_start_threads(fn, expected) -> None:
         enforced = m.sandbox
     assert result.failures == [] and result.rewards == expected
     assert "process tree" in enforced or not enforced.get("user", "").startswith("own user namespace")
+
+
+def _with_argument(token: str) -> list[int]:
+    """Running processes (not zombies) whose command line holds `token`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if token.encode() in cmdline and state not in "ZX":
+            found.append(int(pid))
+    return found
+
+
+@pytest.mark.parametrize("limits", [LIMITS, None], ids=["sandbox", "no sandbox"])
+def test_processes_a_call_leaves_running_are_killed_when_it_returns(limits: SandboxLimits | None) -> None:
+    """Programs started and not waited for (one in its own session, burning CPU) and a forked helper are gone
+    once the call has returned, while the worker itself lives on."""
+    token = f"grpokit-leftover-{uuid.uuid4().hex}"
+
+    def litter(completions, examples):
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", token])
+        os.system(f"setsid sh -c 'while :; do :; done' {token} &")  # a busy loop outside its process group
+        r, w = os.pipe()
+        if os.fork() == 0:
+            os.write(w, os.readlink("/proc/self").encode())  # its pid as the trainer numbers it
+            time.sleep(600)
+            os._exit(0)
+        helper = float(os.read(r, 20))
+        deadline = time.monotonic() + 10
+        while len(_with_argument(token)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)  # both programs are running before the call returns
+        return [helper]
+
+    with RewardManager([(litter, 1.0)], timeout_s=30, max_fail_frac=1.0, sandbox=limits) as m:
+        result = m.score(["x"], [EX])
+        assert result.failures == []
+        helper = int(result.rewards[0])
+        assert _gone(helper, within_s=0.5), "the forked helper outlived the call"
+        assert _with_argument(token) == [], "programs the call started are still running"
+        worker = m.worker.pid
+        assert m.score(["x"], [EX]).failures == [] and m.worker.pid == worker  # the same worker serves on
+    assert _with_argument(token) == []

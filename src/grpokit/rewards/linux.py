@@ -13,6 +13,7 @@ import sys
 
 CLONE_NEWUSER, CLONE_NEWNET = 0x10000000, 0x40000000
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
 PR_CAPBSET_DROP = 24
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
@@ -35,6 +36,13 @@ def set_parent_death_signal() -> None:
     """Ask the kernel to SIGKILL this process when its parent (thread) dies (Linux; no-op elsewhere)."""
     if sys.platform.startswith("linux"):
         libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def set_child_subreaper() -> bool:
+    """Make this process the one its orphaned descendants are handed to (Linux); whether it worked."""
+    if not sys.platform.startswith("linux"):
+        return False
+    return libc().prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
 def vm_size() -> int:

@@ -33,7 +33,7 @@
    (`subprocess` included) along. The kernel refuses new threads to a process that has called
    `unshare(CLONE_NEWPID)`, so the worker then forks the process that serves the calls into the namespace
    (where numpy, torch and `concurrent.futures` may start threads) and stays as its supervisor
-   (`worker.fork_server`).
+   (`worker.fork_server`). Whatever a call leaves running is killed when it returns (`calltree.py`).
 
 Then the worker changes into its private directory (also HOME and TMPDIR). Where it has its own mount
 namespace (step 2), that directory is a tmpfs of at most `max_dir_mb` that only the worker sees and that

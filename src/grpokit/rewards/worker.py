@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from . import cgroups, wire
+from . import calltree, cgroups, linux, wire
 from .sandbox import (
     CPU_BUDGET_CALLS,
     SandboxLimits,
@@ -98,6 +98,33 @@ def fork_server(conn: Any) -> bool:
     return False
 
 
+def _confine(conn: Any, limits: SandboxLimits, cpu_s: float, workdir: str, parent_pid: int) -> dict[str, str] | None:
+    """Apply the sandbox (in the serving process, see `fork_server`): what enforces each limit, or None when
+    this process should end (the supervisor, once its server has ended; or a sandbox that failed, reported)."""
+    try:
+        enforced = apply_sandbox(limits, workdir, parent_pid, {conn.fileno()})
+        if "process tree" in enforced and not fork_server(conn):
+            return None
+        start_cpu_budget(limits.cpu_budget_s or CPU_BUDGET_CALLS * cpu_s)
+    except Exception as e:
+        why = describe_exception(e)
+        conn.send_bytes(
+            wire.encode("broken", 0, f"the reward sandbox could not be set up ({why}); sandbox=None skips it")
+        )
+        return None
+    return enforced
+
+
+def _reply(conn: Any, seq: int, status: str, payload: Any) -> None:
+    if status == "ok":
+        payload = wire.values_to_wire(payload)
+    try:
+        reply = wire.encode(status, seq, payload)
+    except (TypeError, ValueError) as e:
+        reply = wire.encode("err", seq, f"its return value could not be sent back: {describe_exception(e)}")
+    conn.send_bytes(reply)
+
+
 def serve(
     conn: Any,
     parent_end: Any,
@@ -108,23 +135,23 @@ def serve(
     parent_pid: int,
 ) -> None:
     """Worker loop: confine itself, then receive (seq, key, completions, examples, context) and reply
-    (status, seq, payload) with status "ok", "err", "limit" or "recycle" (CPU budget used up)."""
+    (status, seq, payload) with status "ok", "err", "limit" or "recycle" (CPU budget used up). Whatever a call
+    left running is killed before its reply (`calltree`)."""
     parent_end.close()
     if hasattr(os, "setpgrp"):
         os.setpgrp()  # own process group: a kill on timeout also reaches processes the reward started
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle; it then kills us
+    home = calltree.pid_namespace()
     if limits is not None:
-        try:
-            enforced = apply_sandbox(limits, workdir, parent_pid, {conn.fileno()})
-            if "process tree" in enforced and not fork_server(conn):
-                return  # this was the supervisor; the server it forked has ended
-            start_cpu_budget(limits.cpu_budget_s or CPU_BUDGET_CALLS * cpu_s)
-        except Exception as e:
-            why = describe_exception(e)
-            conn.send_bytes(
-                wire.encode("broken", 0, f"the reward sandbox could not be set up ({why}); sandbox=None skips it")
-            )
+        enforced = _confine(conn, limits, cpu_s, workdir, parent_pid)
+        if enforced is None:
             return
+    own_namespace = home is not None and calltree.pid_namespace() not in (None, home)
+    if not own_namespace:
+        linux.set_child_subreaper()  # orphans of the reward's programs come to us, to be killed (calltree)
+    if limits is not None:
+        how = "kill(-1) in its pid namespace" if own_namespace else "its process group and children"
+        enforced["leftover processes"] = f"killed when each call returns ({how})"
         conn.send_bytes(wire.encode("ready", 0, enforced))
     while True:
         try:
@@ -135,13 +162,8 @@ def serve(
             conn.send_bytes(wire.encode("recycle", seq, None))
             return
         status, payload = _run_one(functions[key], (completions, examples, context), limits)
-        if status == "ok":
-            payload = wire.values_to_wire(payload)
-        try:
-            reply = wire.encode(status, seq, payload)
-        except (TypeError, ValueError) as e:
-            reply = wire.encode("err", seq, f"its return value could not be sent back: {describe_exception(e)}")
-        conn.send_bytes(reply)
+        calltree.end_leftovers(own_namespace)
+        _reply(conn, seq, status, payload)
 
 
 class Worker:
