@@ -20,6 +20,7 @@ from .. import metric_names as M
 from .compare_table import TAIL, final_table
 from .compare_tb import write_tensorboard
 from .html_page import esc, inline_png, page, table
+from .outputs import prepare_output
 from .plotting import Marker, finish, grey_out, mark_alerts, new_figure, plot_line, pyplot
 from .report_panels import clip_static, kl_static
 from .rundata import X_AXES, RunData, load_runs, x_positions
@@ -143,11 +144,12 @@ def _draw_all(runs: list[RunData], tags: list[str], axis: str, out: Path) -> lis
     plt = pyplot()
     xs = [x_positions(r, axis) for r in runs]
     ctx = {"xs": xs, "markers": _markers(runs, tags, xs), "xlabel": X_AXES[axis].label}
-    charts = []
-    for i, panel in enumerate(PANELS):
-        path = out / f"{i:02d}_{panel.title.split()[0].lower().replace('-', '_')}.png"
-        charts.append((panel, draw_panel(plt, panel, runs, tags, ctx, path)))
-    return charts
+    return [(p, draw_panel(plt, p, runs, tags, ctx, out / name)) for p, name in zip(PANELS, chart_names())]
+
+
+def chart_names() -> list[str]:
+    """The PNG file name of each panel's chart."""
+    return [f"{i:02d}_{p.title.split()[0].lower().replace('-', '_')}.png" for i, p in enumerate(PANELS)]
 
 
 def _runs_table(runs: list[RunData], tags: list[str]) -> str:
@@ -226,9 +228,7 @@ def make_compare(paths: list[str | Path], axis: str = "tokens", out: str | Path 
     for r in runs:
         x_positions(r, axis)  # fail early, naming the run, when the axis metric is not logged
     out_dir = Path(out) if out else Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for old in out_dir.glob("*.png"):
-        old.unlink()
+    prepare_output(out_dir, "compare", [*chart_names(), "compare.html", "tb"])  # never what grpokit did not write
     charts = _draw_all(runs, tags, axis, out_dir)
     tb_dir = write_tensorboard(runs, tags, axis, out_dir)
     html_path = out_dir / "compare.html"

@@ -14,10 +14,11 @@ from typing import Any
 
 from .doctor import diagnose
 from .html_page import esc, inline_png, key_value_table, page, table
-from .report_charts import Chart, alert_markers, draw_all
+from .outputs import prepare_output
+from .report_charts import Chart, alert_markers, chart_names, draw_all
 from .report_panels import PANELS, add_derived
 from .report_summary import summary_fields
-from .rundata import RunData, load_run
+from .rundata import RunData, finite, load_run
 
 MAX_COMPLETIONS = 9
 
@@ -70,8 +71,9 @@ def _completions_html(run: RunData) -> list[str]:
         return []
     rows = []
     for c in picked:
-        correct = (c.get("accuracy") or 0) >= 0.5
+        correct = (finite(c.get("accuracy")) or 0) >= 0.5
         verdict = f"<span class='{'good' if correct else 'bad'}'>{'correct' if correct else 'wrong'}</span>"
+        reward = finite(c.get("reward"))
         length = f"{c.get('length', '?')}{' (truncated)' if c.get('truncated') else ''}"
         rows.append(
             [
@@ -79,12 +81,14 @@ def _completions_html(run: RunData) -> list[str]:
                 f"<div class='completion'>{esc(c.get('prompt', '(not recorded by this run)'))}</div>",
                 esc(c.get("answer", "?")),
                 f"<div class='completion'>{esc(c['text'])}</div>",
-                f"{verdict}<br>reward {c.get('reward', float('nan')):.3g}",
+                f"{verdict}<br>reward {'?' if reward is None else format(reward, '.3g')}",
                 esc(length),
             ]
         )
     headers = ["step", "prompt", "answer", "completion", "verdict", "tokens"]
-    return ["<h2>Sample completions</h2>", table(headers, rows, raw=True)]
+    skipped = run.skipped_completions
+    note = f"<p class='note'>{skipped} logged completion row(s) without a text or a step were left out.</p>"
+    return ["<h2>Sample completions</h2>", *([note] if skipped else []), table(headers, rows, raw=True)]
 
 
 def make_report(path: str | Path, out: str | Path | None = None, run: str | None = None) -> Path:
@@ -95,9 +99,8 @@ def make_report(path: str | Path, out: str | Path | None = None, run: str | None
     diag = diagnose(path, run=run)
     src = Path(path)
     out_dir = Path(out) if out else (src if src.is_dir() else src.parent) / "report"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for old in out_dir.glob("*.png"):  # charts of an earlier report that this one may not redraw
-        old.unlink()
+    # charts of an earlier report that this one may not redraw are removed; nothing grpokit did not write
+    prepare_output(out_dir, "report", [*chart_names(PANELS), "report.html"], default=out is None)
     charts = draw_all(PANELS, data, alert_markers(diag["alerts"]), out_dir)
     run_label = f" [{esc(diag['run'])}]" if diag.get("run") else ""
     body = [

@@ -105,11 +105,16 @@ def draw_panel(plt: Any, panel: Panel, run: RunData, markers: list[Marker], path
     return Chart(panel.title, path, reason, missing)
 
 
+def chart_names(panels: tuple[Panel, ...]) -> list[str]:
+    """The PNG file name of each panel's chart."""
+    return [f"{i:02d}_{_slug(p.title)}.png" for i, p in enumerate(panels)]
+
+
 def draw_all(panels: tuple[Panel, ...], run: RunData, markers: list[Marker], out_dir: Path) -> list[Chart]:
     from .plotting import pyplot
 
     plt = pyplot()
-    return [draw_panel(plt, p, run, markers, out_dir / f"{i:02d}_{_slug(p.title)}.png") for i, p in enumerate(panels)]
+    return [draw_panel(plt, p, run, markers, out_dir / name) for p, name in zip(panels, chart_names(panels))]
 
 
 def alert_markers(alerts: list[dict[str, Any]]) -> list[Marker]:

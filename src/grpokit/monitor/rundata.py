@@ -60,6 +60,7 @@ class RunData:
     info: dict[str, Any] = field(default_factory=dict)  # run.json: device, precision, wall time
     alerts: list[dict[str, Any]] = field(default_factory=list)  # alerts.jsonl rows (mode, severity, step, ...)
     completions: list[dict[str, Any]] = field(default_factory=list)
+    skipped_completions: int = 0  # completion rows without a text or an integer step, left out
 
     def cfg(self, dotted: str, default: Any = None) -> Any:
         """A config value by `section.key`, or `default` when the log carries no such value."""
@@ -120,13 +121,14 @@ def x_positions(run: RunData, axis: str) -> dict[int, float]:
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
+    """The JSON objects of a JSONL file; other lines (torn, not JSON, not an object) are left out."""
+    if not path.is_file():
         return []
     out = []
-    for line in path.read_text().splitlines():
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue
         if isinstance(obj, dict):
             out.append(obj)
@@ -137,7 +139,11 @@ def _run_info(run_dir: Path) -> dict[str, Any]:
     """run.json; for runs written before it existed, the precision recorded in the newest checkpoint."""
     path = run_dir / "run.json"
     if path.exists():
-        return json.loads(path.read_text())
+        try:
+            info = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        except (OSError, ValueError, RecursionError):
+            return {}  # unreadable: the report goes without what the run recorded about itself
+        return info if isinstance(info, dict) else {}
     from ..checkpoint import recorded_precision
 
     try:
@@ -147,10 +153,17 @@ def _run_info(run_dir: Path) -> dict[str, Any]:
     return {"precision": precision, "precision_from": "checkpoint"} if precision else {}
 
 
+def is_completion(row: dict[str, Any]) -> bool:
+    """A completions.jsonl row the report can show: a text and an integer step."""
+    step = row.get("step")
+    return isinstance(row.get("text"), str) and isinstance(step, int) and not isinstance(step, bool)
+
+
 def _from_log(log: RunLog) -> RunData:
     run_dir = log.path if log.path.is_dir() else log.path.parent
     grpokit = log.source == "grpokit"
     name = log.name or (run_dir.name if log.path.is_dir() else log.path.name)
+    samples = [c for c in _jsonl(run_dir / "completions.jsonl") if "text" in c] if grpokit else []
     return RunData(
         name=name,
         path=log.path,
@@ -159,7 +172,8 @@ def _from_log(log: RunLog) -> RunData:
         config=log.config,
         info=_run_info(run_dir) if grpokit else {},
         alerts=_jsonl(run_dir / "alerts.jsonl") if grpokit else [],
-        completions=[c for c in _jsonl(run_dir / "completions.jsonl") if "text" in c] if grpokit else [],
+        completions=[c for c in samples if is_completion(c)],
+        skipped_completions=sum(not is_completion(c) for c in samples),
     )
 
 
