@@ -73,7 +73,7 @@ def build_config(
 
 def config_from_dict(data: dict[str, Any]) -> Config:
     """Rebuild a Config from `to_dict()` output (resume)."""
-    cfg = Config(recipe=data.get("recipe", "grpo"))
+    cfg = Config(recipe=str(data.get("recipe", "grpo")))
     apply_mapping(cfg, {k: v for k, v in data.items() if k != "recipe"}, "saved config")
     cfg.algo.drop_unused()  # a config saved before components declared their parameters held every key
     return cfg.resolve()

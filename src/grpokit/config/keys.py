@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from .. import safe_yaml
 from .coerce import coerce
 from .errors import ConfigError
 from .sections import Config
@@ -64,6 +65,8 @@ def set_key(cfg: Config, dotted: str, value: Any) -> None:
 def apply_mapping(cfg: Config, data: dict[str, Any], source: str) -> None:
     """Apply a nested mapping (a recipe or config file) onto cfg."""
     for sec, body in data.items():
+        if not isinstance(sec, str):
+            raise ConfigError(f"{source}: top-level key {sec!r} is not a section name (e.g. train, algo, rollout)")
         if sec in RECIPE_META_KEYS:
             continue
         if sec == "recipe":
@@ -86,7 +89,9 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"override {text!r} must look like section.key=value (e.g. algo.eps_high=0.28)")
     key, raw = text.split("=", 1)
     try:
-        value = yaml.safe_load(raw) if raw != "" else ""
+        value = safe_yaml.load(raw) if raw != "" else ""
+    except safe_yaml.YAMLLimitError as e:
+        raise ConfigError(f"--set {text[:80]!r}: YAML refused ({e.problem}); give a plain value") from None
     except yaml.YAMLError:
         value = raw
     return key.strip(), value

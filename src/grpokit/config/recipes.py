@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from .. import safe_yaml
 from .errors import ConfigError
 
 
@@ -28,12 +29,13 @@ def list_recipes() -> dict[str, dict[str, Any]]:
 def read_yaml(path: Path) -> Any:
     """A YAML file's content; a syntax error is one ConfigError naming the file, line and column."""
     try:
-        return yaml.safe_load(path.read_text())
+        return safe_yaml.load(path.read_text())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{path}{where}: YAML syntax error ({problem}); fix the file") from None
+        kind = "YAML refused" if isinstance(e, safe_yaml.YAMLLimitError) else "YAML syntax error"
+        raise ConfigError(f"{path}{where}: {kind} ({problem}); fix the file") from None
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
 

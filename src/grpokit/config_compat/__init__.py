@@ -42,13 +42,17 @@ def parse_dotted(items: list[str]) -> dict[str, Any]:
     """verl command-line overrides `a.b.c=value` (a leading `+` as Hydra allows) -> {dotted key: YAML value}."""
     import yaml
 
+    from .. import safe_yaml
+
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
             raise ValueError(f"{item!r} is not key=value (e.g. actor_rollout_ref.actor.clip_ratio_high=0.28)")
         key, raw = item.split("=", 1)
         try:
-            out[key.strip().lstrip("+")] = yaml.safe_load(raw) if raw else ""
+            out[key.strip().lstrip("+")] = safe_yaml.load(raw) if raw else ""
+        except safe_yaml.YAMLLimitError as e:
+            raise ValueError(f"{item[:80]!r}: YAML refused ({e.problem}); give a plain value") from None
         except yaml.YAMLError:
             out[key.strip().lstrip("+")] = raw
     return out

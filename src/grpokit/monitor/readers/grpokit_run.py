@@ -14,8 +14,10 @@ from .jsonl import _jsonl_flavor, _jsonl_rows, _read_jsonl_objects
 def _yaml_load(text: str) -> dict[str, Any]:
     import yaml
 
+    from ... import safe_yaml
+
     try:
-        cfg = yaml.safe_load(text)
+        cfg = safe_yaml.load(text)
     except yaml.YAMLError:
         return {}
     return cfg if isinstance(cfg, dict) else {}
