@@ -44,10 +44,12 @@ SHORT_NAMES: dict[str, str] = {
 }
 
 # `✨ Global step 12: {...}` (also `Global step 12 [replay]: {...}` in forks)
-GLOBAL_STEP = re.compile(r"Global step (\d+)(?: \[[^\]]*\])?: (\{)")
+GLOBAL_STEP = re.compile(r"Global step (\d{1,12})(?: \[[^\]]*\])?: (\{)")
 # one render of a tqdm bar: `Episode [1/1]:  24%|██▍   | 2431/10050 [12:59:12<20:32:20,  9.70s/it, k=v, ...]`
-BAR = re.compile(r"(Episode|Train epoch) \[(\d+)/(\d+)\]:\s*\d+%\|[^|]*\|\s*(\d+)/(\d+) \[([^\]]*)\]")
-_PAIR = re.compile(r"([A-Za-z_][\w/]*)=([^,\s]+)")
+BAR = re.compile(
+    r"(Episode|Train epoch) \[(\d{1,12})/(\d{1,12})\]:\s*\d+%\|[^|]*\|\s*(\d{1,12})/(\d{1,12}) \[([^\]]*)\]"
+)
+_PAIR = re.compile(r"(?<![\w/])([A-Za-z_][\w/]*)=([^,\s]+)")  # a key starts a word: linear on long words
 # the `key: value` pairs of a dict that does not parse as a literal (`np.float64(...)` values)
 _KV = re.compile(r"'([^']+)':\s*([^,}]+)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -13,7 +13,8 @@ from .values import _ANSI, _dict_at, _numeric_items, _step_of
 # TRL / transformers: the Trainer prints each log as a Python dict (`{'loss': 0.1, 'reward': ...}`); ms-swift as JSON
 _TRL_DICT = re.compile(r"\{\s*['\"](?:loss|reward|train_runtime|eval_loss|learning_rate|grad_norm)['\"]\s*:")
 # a tqdm bar's counter: `| 12/300 [00:41<...`
-_BAR = re.compile(r"(\d+)/(\d+) \[")
+# (?<!\d) and at most 12 digits: one try per run of digits (not one per digit), and no int() of a 10^5-digit number
+_BAR = re.compile(r"(?<!\d)(\d{1,12})/(\d{1,12}) \[")
 _TRAINER_START = re.compile(r"\*\*\*\*\* Running training \*\*\*\*\*|Num examples = ")
 
 

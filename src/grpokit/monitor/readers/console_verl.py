@@ -11,7 +11,7 @@ from .canonical import RawRows, _merge
 from .values import _ANSI, _to_float
 
 # verl: `step:12 - actor/entropy:0.43 - ...`, after any prefix (`(TaskRunner pid=1) `, timestamps); not `global_step:`
-_VERL_LINE = re.compile(r"(?<![\w/])step:(\d+)\s+-\s+(.*)$")
+_VERL_LINE = re.compile(r"(?<![\w/])step:(\d{1,12})\s+-\s+(.*)$")
 
 # the config dict verl prints before training, and transformers' Trainer banner
 _VERL_START = re.compile(r"'actor_rollout_ref':\s*\{")

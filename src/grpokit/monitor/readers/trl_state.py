@@ -37,7 +37,12 @@ class TrlReader(Reader):
         return []
 
     def read(self, files: list[Path]) -> list[Segment]:
-        state = json.loads(files[0].read_text(encoding="utf-8"))
+        try:
+            state = json.loads(files[0].read_text(encoding="utf-8"))
+        except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError
+            raise ValueError(f"{files[0]}: not valid JSON ({str(e)[:200]})") from None
+        if not isinstance(state, dict) or not isinstance(state.get("log_history", []), list):
+            raise ValueError(f"{files[0]}: not a TRL trainer_state.json (a JSON object with a log_history list)")
         rows: RawRows = {}
         for entry in state.get("log_history", []):
             step = _step_of(entry.get("step")) if isinstance(entry, dict) else None

@@ -52,19 +52,45 @@ def _step_of(v: Any) -> int | None:
     return int(f)
 
 
-def _dict_at(line: str, start: int) -> dict[str, Any] | None:
-    """The flat Python/JSON dict starting at `start` in a line (None if it does not parse)."""
-    end = line.find("}", start)
-    while end != -1:
-        chunk = line[start : end + 1]
-        try:
-            obj = ast.literal_eval(chunk)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            try:
-                obj = json.loads(chunk)
-            except (json.JSONDecodeError, RecursionError):
-                obj = None
-        if isinstance(obj, dict):
-            return obj
-        end = line.find("}", end + 1)
+MAX_DICT_CHARS = 1 << 20  # a printed metrics dict is a few kB; longer text at a `{` is not one
+
+
+def dict_end(line: str, start: int) -> int | None:
+    """The index of the `}` closing the `{` at `start`, brackets inside quoted strings skipped; None when it is not
+    closed within MAX_DICT_CHARS. One pass over the text (trying each `}` in turn was quadratic: a console line
+    with many braces held `doctor` for minutes)."""
+    depth, quote, i = 0, "", start
+    stop = min(len(line), start + MAX_DICT_CHARS)
+    while i < stop:
+        c = line[i]
+        if quote:
+            if c == "\\":
+                i += 1
+            elif c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "{[(":
+            depth += 1
+        elif c in "}])":
+            depth -= 1
+            if depth == 0:
+                return i if c == "}" else None
+        i += 1
     return None
+
+
+def _dict_at(line: str, start: int) -> dict[str, Any] | None:
+    """The Python/JSON dict starting at `start` in a line (None if it does not parse)."""
+    end = dict_end(line, start)
+    if end is None:
+        return None
+    chunk = line[start : end + 1]
+    try:
+        obj = ast.literal_eval(chunk)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        try:
+            obj = json.loads(chunk)
+        except (json.JSONDecodeError, RecursionError):
+            obj = None
+    return obj if isinstance(obj, dict) else None
