@@ -81,6 +81,8 @@ def _jsonl_records(p: Path, prompt_key: str, answer_key: str | None) -> Iterator
                     f"{p}, line {lineno}: invalid JSON ({e.msg} at column {e.colno}); each line must be one "
                     f'JSON object such as {{"{prompt_key}": "...", "{answer_key}": "..."}}'
                 ) from None
+            except RecursionError:
+                raise ValueError(f"{p}, line {lineno}: JSON nested too deeply to be a record; fix the line") from None
 
 
 def load_jsonl(path: str | Path, prompt_key: str = "prompt", answer_key: str | None = "answer") -> list[Example]:

@@ -97,13 +97,16 @@ def is_conversation(value: Any) -> bool:
 
 
 def _messages(value: list[dict[str, Any]], source: str, where: str, key: str) -> list[dict[str, Any]]:
-    """Chat messages with the keys a columnar format fills with None for other messages dropped."""
+    """Chat messages with the keys a columnar format fills with None for other messages dropped. A user message
+    must have text, as a string prompt must: an empty one is refused like an empty prompt."""
     out = []
     for i, m in enumerate(value):
-        if not isinstance(m.get("content"), str):
+        content = m.get("content")
+        if not isinstance(content, str) or (m.get("role") == "user" and not content.strip()):
+            got = "an empty user 'content'" if isinstance(content, str) else f"no text 'content' (got {content!r:.80})"
             raise ValueError(
-                f"{source}, {where}: field {key!r} message {i} has no text 'content' (got {m.get('content')!r}); "
-                'each message must look like {"role": "user", "content": "..."}'
+                f"{source}, {where}: field {key!r} message {i} has {got}; each message must "
+                'look like {"role": "user", "content": "..."} with a non-empty user content; fix or drop this record'
             )
         out.append({k: v for k, v in m.items() if v is not None})
     return out
@@ -116,10 +119,16 @@ def parse_prompt(value: Any, source: str, where: str, key: str) -> tuple[str, li
     if is_conversation(value):
         messages = _messages(value, source, where, key)
         users = [m["content"] for m in messages if m["role"] == "user"]
-        return (users[-1] if users else messages[-1]["content"]), messages
+        prompt = users[-1] if users else messages[-1]["content"]
+        if prompt.strip():
+            return prompt, messages
+        raise ValueError(
+            f"{source}, {where}: field {key!r}: the last message has empty text and no user message has any; a prompt "
+            "must be a non-empty string or chat messages with a non-empty user message; fix or drop this record"
+        )
     raise ValueError(
         f"{source}, {where}: field {key!r} must be a non-empty string or a list of chat messages "
-        f'[{{"role": "user", "content": "..."}}], got {value!r}; fix or drop this record'
+        f'[{{"role": "user", "content": "..."}}], got {value!r:.200}; fix or drop this record'
     )
 
 
