@@ -39,6 +39,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from . import faults
+
 STEP_RE = re.compile(r"^step_(\d+)$")
 STATE_DIR = "trainer_state"
 FORMAT = 2  # 1: flat files (model.safetensors, state.json, trainer_state.pt), read for runs written before
@@ -75,6 +77,7 @@ def save_model_dir(model: torch.nn.Module, tokenizer: Any, out: Path, *, merged:
     if merged and is_peft(model):
         model = copy.deepcopy(model).merge_and_unload()
     model.save_pretrained(out, safe_serialization=True)
+    faults.point("model_saved")
     if tokenizer is not None:
         tokenizer.save_pretrained(out)
 
@@ -106,6 +109,7 @@ def save_checkpoint(
     (tmp / STATE_DIR).mkdir(parents=True)
     model = modules["model"]
     save_model_dir(model, tokenizer, tmp)
+    faults.point("checkpoint")
     if save_merged and is_peft(model):
         save_model_dir(model, tokenizer, tmp / "merged", merged=True)
     sd = tmp / STATE_DIR
@@ -126,6 +130,7 @@ def save_checkpoint(
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
+    faults.point("checkpoint_saved")
     for old in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
     return final
@@ -154,16 +159,25 @@ def _state_path(path: Path) -> Path:
     return new if new.exists() or not (path / "state.json").exists() else path / "state.json"
 
 
-def read_state(path: Path) -> dict[str, Any]:
-    """A checkpoint's state.json (either layout); CheckpointError when it is missing or not a JSON object."""
+def read_state(path: Path, require: dict[str, type | tuple[type, ...]] | None = None) -> dict[str, Any]:
+    """A checkpoint's state.json (either layout); CheckpointError when it is missing, not a JSON object, or lacks
+    an integer `step` or a key of `require` (name -> the types its value may have; never a bool)."""
     p = _state_path(path)
     try:
         state = json.loads(p.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise CheckpointError(f"{p.relative_to(path.parent)}: {_short(e)}") from e
-    if not isinstance(state, dict) or not isinstance(state.get("step"), int):
+    if not isinstance(state, dict) or not _is_a(state.get("step"), int):
         raise CheckpointError(f"{p.relative_to(path.parent)}: no integer 'step'")
+    for key, types in (require or {}).items():
+        if not _is_a(state.get(key), types):
+            got = "missing" if key not in state else f"{type(state[key]).__name__} {str(state[key])[:40]!r}"
+            raise CheckpointError(f"{p.relative_to(path.parent)}: {key!r} is {got}, not a number")
     return state
+
+
+def _is_a(value: Any, types: type | tuple[type, ...]) -> bool:
+    return isinstance(value, types) and not isinstance(value, bool)
 
 
 def _short(e: BaseException) -> str:
@@ -223,11 +237,12 @@ def load_checkpoint(
     optimizer: torch.optim.Optimizer,
     scheduler: Any,
     extra: dict[str, Any] | None = None,
+    require: dict[str, type | tuple[type, ...]] | None = None,
 ) -> dict[str, Any]:
-    """Restore modules, optimizer, scheduler, `extra` state dicts and RNG states from `path`; returns state.json.
-    Everything is read before anything is restored: an unreadable checkpoint raises CheckpointError and leaves
-    the trainer as it was."""
-    state = read_state(path)
+    """Restore modules, optimizer, scheduler, `extra` state dicts and RNG states from `path`; returns state.json
+    (which must hold the keys of `require`, see `read_state`). Everything is read before anything is restored: an
+    unreadable checkpoint raises CheckpointError and leaves the trainer as it was."""
+    state = read_state(path, require)
     weights = _read_weights(path, modules)
     legacy = not (path / STATE_DIR).is_dir()
     ts_path = path / "trainer_state.pt" if legacy else path / STATE_DIR / "optimizer.pt"
@@ -279,10 +294,12 @@ def load_latest(
 
 
 def recorded_precision(run_dir: Path) -> str | None:
-    """The resolved precision (`fp32`, `bf16-autocast`, ...) the newest readable checkpoint was trained in."""
+    """The resolved precision (`fp32`, `bf16-autocast`, ...) the newest readable checkpoint was trained in; None
+    when no checkpoint records one as a name."""
     for path in reversed(list_checkpoints(Path(run_dir))):
         try:
-            return read_state(path).get("precision")
+            precision = read_state(path).get("precision")
         except CheckpointError:
             continue
+        return precision if isinstance(precision, str) else None
     return None

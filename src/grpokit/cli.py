@@ -161,20 +161,30 @@ def cmd_train(args: argparse.Namespace) -> int:
             print("error: --resume without RUN_DIR needs --output-dir DIR (or pass --resume RUN_DIR)", file=sys.stderr)
             return 2
         args.resume = args.output_dir
+    from .interrupts import stop_at_once
+    from .rundir import claimed_run
+
     if args.resume:
-        from .resume import repair_logs, require_checkpoint, resume_config
+        from .resume import check_location, refuse_symlinks, repair_logs, require_checkpoint, resume_config
 
         run_dir = Path(args.resume)
+        check_location(run_dir, args.output_dir, args.out, args.name)  # a resume stays in its directory
         flags = {"model": args.model, "task": args.task, "seed": args.seed, "config": args.config, "steps": args.steps}
         flags["recipe"] = None if args.recipe == "grpo" else args.recipe  # grpo is the flag's default
         cfg, diffs = resume_config(run_dir, args.set, flags)  # safe --set honoured (a diff), others refused
-        require_checkpoint(run_dir)
-        _run_training(cfg, run_dir, resume=True, eval_samples=args.eval_samples, resumed=(diffs, repair_logs(run_dir)))
+        refuse_symlinks(run_dir)
+        # one process at a time trains a run; a signal before training starts stops at once, with one line
+        with stop_at_once(), claimed_run(run_dir, new=False):
+            require_checkpoint(run_dir)
+            resumed = (diffs, repair_logs(run_dir))
+            _run_training(cfg, run_dir, resume=True, eval_samples=args.eval_samples, resumed=resumed)
         shutdown_distributed()
         return 0
     cfg = _config_from_args(args)
-    run_dir = _rank0_run_dir(cfg, args.name)
-    _run_training(cfg, run_dir, resume=False, eval_samples=args.eval_samples)
+    with stop_at_once():  # a signal before training starts stops at once; the run directory is then removed
+        run_dir = _rank0_run_dir(cfg, args.name)
+        with claimed_run(run_dir, new=True):
+            _run_training(cfg, run_dir, resume=False, eval_samples=args.eval_samples)
     shutdown_distributed()
     return 0
 

@@ -3,6 +3,8 @@ a checkpoint, closes the reward worker and exits with one line); a second one st
 
 `handle_signals()` installs the handlers for the duration of a `with` block (the command line wraps training in
 it; the Python API leaves Python's own Ctrl-C behaviour alone). The loop asks `requested()` after each step.
+Before the first step (loading the model, the data, a checkpoint) there is no step to finish: `stop_at_once()`
+turns SIGINT/SIGTERM into `Interrupted` at once, so the command line can say so and release the run directory.
 Exit statuses follow the shell's 128 + signal number: 130 for SIGINT, 143 for SIGTERM.
 """
 
@@ -62,6 +64,30 @@ def handle_signals() -> Iterator[None]:
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     for s in previous:
         signal.signal(s, _handler)
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _stop_now(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(
+        signum,
+        f"grpokit: stopped by {signal_name(signum)} while setting up (loading the model, data or checkpoint), "
+        "before training started",
+    )
+
+
+@contextlib.contextmanager
+def stop_at_once() -> Iterator[None]:
+    """While a run sets up: SIGINT/SIGTERM raise `Interrupted` at once (main thread only; elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, _stop_now)
     try:
         yield
     finally:

@@ -1,16 +1,15 @@
 """`--output-dir` / `train.output_dir`: the run directory is exactly this folder, as TRL's `output_dir`.
 
 Unlike `--out` (a parent folder: each run gets a new sub-folder), a new run refuses a folder that already holds a
-run (a config.yaml, metrics.jsonl or checkpoints/, or the claim of a run started at the same time), so two runs
-never mix their logs and checkpoints; continue that run with `--resume` instead, or pick another folder.
+run (a config.yaml, metrics.jsonl or checkpoints/, or the claim of a grpokit process still running), so two
+runs never mix their logs and checkpoints; continue that run with `--resume` instead, or pick another folder.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from .rundir import MARKER
+from .rundir import MARKER, create_claim, take_over_stale_claim
 
 RUN_MARKERS = ("config.yaml", "metrics.jsonl", "checkpoints")
 
@@ -19,24 +18,36 @@ class OutputDirError(ValueError):
     """The output directory holds another run."""
 
 
+def _not_a_directory(run: Path) -> Path | None:
+    """The first existing one of `run` and its parents when it is not a directory (a file in the way)."""
+    existing = next((p for p in (run, *run.parents) if p.exists()), None)
+    return existing if existing is not None and not existing.is_dir() else None
+
+
 def claim_output_dir(path: str | Path) -> Path:
-    """The folder itself, created if missing; refused when it holds a run already."""
+    """The folder itself, created if missing; refused when it holds a run already, or is claimed by a grpokit
+    process that still runs (a claim left by a process that has ended, e.g. killed while loading, is taken over)."""
     run = Path(path)
-    if run.exists() and not run.is_dir():
-        raise OutputDirError(f"--output-dir {run}: is a file, not a directory; pick a directory")
+    blocker = _not_a_directory(run)
+    if blocker is not None:
+        where = "is a file" if blocker == run else f"is under {blocker}, a file"
+        raise OutputDirError(f"--output-dir {run}: {where}, not a directory; pick a directory")
     held = [m for m in RUN_MARKERS if (run / m).exists()]
     if held:
         raise OutputDirError(
             f"--output-dir {run} already holds a run ({', '.join(held)}): continue it with "
             f"`grpokit train --resume {run}`, or pick another directory (or --out PARENT for a new sub-folder)"
         )
-    run.mkdir(parents=True, exist_ok=True)
-    try:  # atomic, as grpokit.rundir: of two runs started at once on one folder, the second is refused
-        fd = os.open(run / MARKER, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
+    created = not run.exists()
+    try:
+        run.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        why = e.strerror or e
+        raise OutputDirError(f"--output-dir {run}: cannot create it ({why}); pick another directory") from None
+    # atomic, as grpokit.rundir: of two runs started at once on one folder, the second is refused
+    if not create_claim(run, created=created) and not take_over_stale_claim(run, created=created):
         raise OutputDirError(
-            f"--output-dir {run} is claimed by another grpokit run ({MARKER}); pick another directory"
-        ) from None
-    with os.fdopen(fd, "w") as f:
-        f.write(f"{os.getpid()}\n")
+            f"--output-dir {run} is claimed by another grpokit run that is still running ({MARKER}); pick another "
+            "directory"
+        )
     return run

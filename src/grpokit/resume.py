@@ -5,8 +5,14 @@
   that change the model, the data or the algorithm, and `--model/--recipe/--task/--config/--seed` that differ
   from the run's, are refused with the reason (the checkpoint would not match them).
 - No checkpoint yet: refused (restarting at step 0 would duplicate the rows already logged).
-- A torn line in metrics.jsonl / completions.jsonl / alerts.jsonl (a kill mid-write) is dropped and said so;
-  rows after the checkpoint's step are removed by the trainer's restore, so no row is ever duplicated.
+- The run is claimed for the resume as a new run claims its directory (`grpokit.rundir.claim_existing_run`): a
+  second `--resume` of a run that is still training is refused; a claim left by a dead process is taken over.
+- `--output-dir`, `--out` or `--name` naming another directory than the resumed one are refused (the run stays
+  where it is); a run file that is a symbolic link (metrics.jsonl pointing outside the run) is refused, since a
+  resume rewrites those files.
+- A line in metrics.jsonl / completions.jsonl / alerts.jsonl / interventions.jsonl that is not a JSON object with
+  an integer step (a kill mid-write tears the last line) is dropped and said so; what was logged after the
+  checkpoint is removed by the trainer's restore, so no row is ever duplicated.
 - After the restore, the detectors replay the logged rows up to the checkpoint, so alerts already raised are not
   raised again, and they see the autopilot's fixes in force.
 """
@@ -18,10 +24,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .checkpoint import latest_checkpoint
-from .config import Config, ConfigError, config_from_dict, parse_override, set_key
+from .config import Config, ConfigError, config_from_dict, parse_override, read_yaml, set_key
 
 # keys a resumed run may change: they alter neither the weights' meaning nor the data or the algorithm
 SAFE_KEYS = frozenset(
@@ -41,7 +45,9 @@ SAFE_KEYS = frozenset(
         "model.device",
     }
 )
-LOGS = ("metrics.jsonl", "completions.jsonl", "alerts.jsonl")
+LOGS = ("metrics.jsonl", "completions.jsonl", "alerts.jsonl", "interventions.jsonl")
+# the files a resume rewrites (and their temporary copies): never through a symbolic link
+RUN_FILES = (*LOGS, "config.yaml", "run.json")
 
 
 class ResumeError(ValueError):
@@ -61,7 +67,10 @@ def resume_config(run_dir: Path, overrides: list[str], flags: dict[str, Any]) ->
     path = run_dir / "config.yaml"
     if not path.exists():
         raise ResumeError(f"--resume {str(run_dir)!r}: no config.yaml there; pass a run directory")
-    cfg = config_from_dict(yaml.safe_load(path.read_text()))
+    data = read_yaml(path)
+    if not isinstance(data, dict):
+        raise ResumeError(f"{path}: not a grpokit config (expected config sections, got {type(data).__name__})")
+    cfg = config_from_dict(data)
     run_values = {"model": cfg.model.name, "recipe": cfg.recipe, "task": cfg.data.task, "seed": cfg.train.seed}
     for flag, value in flags.items():
         if flag in run_values and value is not None and str(value) != str(run_values[flag]):
@@ -92,6 +101,33 @@ def resume_config(run_dir: Path, overrides: list[str], flags: dict[str, Any]) ->
     return cfg.resolve(), diffs
 
 
+def check_location(run_dir: Path, output_dir: str | None, out: str | None, name: str | None) -> None:
+    """A resume continues the run where it is: `--output-dir` naming another directory, `--out` and `--name`
+    (which place new runs) are contradictions, refused rather than ignored."""
+    if output_dir and Path(output_dir).resolve() != run_dir.resolve():
+        raise ResumeError(
+            f"--output-dir {output_dir} differs from the resumed run {run_dir}: a resume continues the run in its own "
+            "directory; drop --output-dir, or copy the run there and resume the copy"
+        )
+    for flag, value in (("--out", out), ("--name", name)):
+        if value:
+            raise ResumeError(
+                f"{flag} {value} cannot be combined with --resume: {flag} places a new run, a resume continues "
+                f"{run_dir} where it is; drop {flag}"
+            )
+
+
+def refuse_symlinks(run_dir: Path) -> None:
+    """ResumeError when a file a resume rewrites is a symbolic link: rewriting it would write wherever it points."""
+    for name in RUN_FILES:
+        for path in (run_dir / name, run_dir / f"{name}.tmp"):
+            if path.is_symlink():
+                raise ResumeError(
+                    f"--resume {run_dir}: {path.name} is a symbolic link (to {os.readlink(path)}); a resume rewrites "
+                    "it, and would write outside the run. Replace the link with a copy of the file, or resume a copy"
+                )
+
+
 def require_checkpoint(run_dir: Path) -> Path:
     path = latest_checkpoint(run_dir)
     if path is None:
@@ -102,30 +138,38 @@ def require_checkpoint(run_dir: Path) -> Path:
     return path
 
 
+def is_row(raw: bytes) -> bool:
+    """Whether a log line is a row a resume can read: a JSON object whose `step` (and an intervention's
+    `after_step`), when present, is an integer."""
+    try:
+        row = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        return False
+    if not isinstance(row, dict):
+        return False
+    return all(isinstance(row.get(k, 0), int) and not isinstance(row.get(k), bool) for k in ("step", "after_step"))
+
+
 def repair_logs(run_dir: Path) -> list[str]:
-    """Drop lines that are not JSON (a torn last line after a kill) from the run's JSONL logs; one note each."""
+    """Drop lines that are not rows (`is_row`: a torn last line after a kill, or anything else) from the run's
+    JSONL logs; one note per log."""
     notes = []
     for name in LOGS:
         path = run_dir / name
         if not path.exists():
             continue
-        lines = path.read_bytes().split(b"\n")
-        good, bad = [], []
-        for i, raw in enumerate(lines, start=1):
-            if not raw.strip():
-                continue
-            try:
-                json.loads(raw)
-                good.append(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                bad.append(i)
+        lines = [x for x in path.read_bytes().split(b"\n") if x.strip()]
+        bad = [i for i, raw in enumerate(lines, start=1) if not is_row(raw)]
         if not bad:
             continue
+        dropped = set(bad)
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(b"".join(g + b"\n" for g in good))
+        tmp.write_bytes(b"".join(g + b"\n" for i, g in enumerate(lines, start=1) if i not in dropped))
         os.replace(tmp, path)
-        where = "its last line" if bad == [len([x for x in lines if x.strip()])] else f"lines {bad[:5]}"
-        notes.append(f"{name}: dropped {len(bad)} torn line(s) ({where}, cut by a kill mid-write)")
+        if bad == [len(lines)]:
+            notes.append(f"{name}: dropped 1 torn line(s) (its last line, cut by a kill mid-write)")
+        else:
+            notes.append(f"{name}: dropped {len(bad)} line(s) that are not log rows (lines {bad[:5]})")
     return notes
 
 

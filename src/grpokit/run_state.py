@@ -1,6 +1,11 @@
 """A run's checkpoints: what is saved (modules, optimizers, controller values, data position, autopilot state, and
 under torchrun each rank's prompt position and RNG), how it is restored (the newest readable checkpoint, chosen by
-rank 0 and loaded by every rank), and the final model. Functions of a `Trainer`."""
+rank 0 and loaded by every rank), and the final model. Functions of a `Trainer`.
+
+A checkpoint also records how long each log was when it was written (`log_sizes`, bytes); a restore cuts the logs
+back to exactly that, so whatever a killed process logged after its checkpoint (the rest of a step, the final
+evaluation row) is dropped, and the resumed run writes the same rows as a run that was never killed. Checkpoints
+written before `log_sizes` existed fall back to dropping the rows of later steps."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from typing import Any
 
 import torch
 
+from . import faults
 from .checkpoint import CheckpointError, load_checkpoint, load_latest, save_checkpoint, save_model_dir
 from .distributed import all_gather_objects, barrier, broadcast_object, rng_blob, set_rng_blob
 from .monitor.autopilot import truncate_rows_after
@@ -27,6 +33,15 @@ def extra_state(t: Any) -> dict[str, Any]:
     return {"critic_optimizer": t.critic_opt} if t.critic_opt is not None else {}
 
 
+# what `restore` reads from a checkpoint's state.json, with the types it must have
+STATE_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "data_position": int,
+    "group_counter": int,
+    "kl_coef": (int, float),
+    "entropy_coef": (int, float),
+}
+
+
 def save(t: Any) -> Path:
     state = {
         "data_position": t.stream.position,
@@ -35,6 +50,8 @@ def save(t: Any) -> Path:
         "entropy_coef": t.ent_coef.value,
         "precision": t.precision.name,
     }
+    if t.log is not None:
+        state["log_sizes"] = t.log.sizes()
     if t.autopilot is not None:
         state["autopilot"] = t.autopilot.state_dict()
     optimizer = _Saved(t.sharding.optimizer_state(t.optimizer).state_dict())  # FSDP2: gathered on every rank
@@ -96,6 +113,7 @@ def restore(t: Any, path: Path | None = None) -> int:
     line); returns its step, 0 when there is none."""
     parts = {"modules": modules(t), "optimizer": t.sharding.optimizer_state(t.optimizer), "scheduler": t.scheduler}
     parts["extra"] = extra_state(t)
+    parts["require"] = STATE_FIELDS
     if path is None and t.info.world > 1:  # rank 0 picks (and moves aside a corrupt one); all load that
         found = load_latest(t.run_dir, **parts) if t.info.is_main else None
         path = broadcast_object(found[0] if found else None, t.info)
@@ -122,8 +140,9 @@ def restore(t: Any, path: Path | None = None) -> int:
     t.sharding.after_restore()  # FSDP2: the sharded learner takes the restored weights
     t.engine.sync_weights(t.model)
     if t.log is not None:
-        t.log.truncate_after(t.step)
-        truncate_rows_after(t.run_dir / "interventions.jsonl", t.step)
+        t.log.truncate_after(t.step, st.get("log_sizes"))
+        if not t.log.cut_to_size(t.run_dir / "interventions.jsonl", st.get("log_sizes")):
+            truncate_rows_after(t.run_dir / "interventions.jsonl", t.step)
     return t.step
 
 
@@ -131,5 +150,6 @@ def save_final(t: Any) -> Path:
     out = t.run_dir / "final"
     if t.info.is_main:
         save_model_dir(t.model, t.tokenizer, out, merged=True)  # a LoRA run's final model is merged
+        faults.point("final_saved")
     barrier(t.info)
     return out

@@ -1,39 +1,243 @@
-"""New run directories, claimed atomically: two runs started at once never share one.
+"""Run directories, claimed atomically: two runs started at once never share one, and a run is trained by one
+process at a time.
 
-A directory is claimed by creating its marker file `.grpokit-run` with O_CREAT | O_EXCL (atomic on every local
-filesystem): the first process wins and the other moves on to `NAME-1`, `NAME-2`, ... An existing directory is
-reused only when it is empty (a folder made for the run beforehand).
+A directory is claimed by creating its marker file `.grpokit-run` (written aside, then hard-linked into place,
+which fails when the marker exists: atomic on every local filesystem): the first process wins and the other moves
+on to `NAME-1`, `NAME-2`, ... An existing directory is reused only when it is empty (a folder made for the run
+beforehand).
+
+The marker records its claimant: the process id, the process's start time (Linux `/proc/PID/stat`, so a pid
+reused by another process does not count as the claimant) and the directory as it resolved then (a copy of a run
+directory holds another path, so a copy is never "in use"). A claim is live while its process runs:
+`claim_existing_run` (a `--resume`) refuses a run whose claimant still runs, and takes over a claim whose process
+has ended (a crash, a kill -9), so a crashed run can always be resumed. `release_claim` empties the marker when a
+process is done with the run; `abandon_new_run` removes the claim of a run that stopped before writing anything.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 MARKER = ".grpokit-run"
 
 
+class RunInUseError(ValueError):
+    """The run directory is claimed by a grpokit process that is still running."""
+
+
+class RunDirError(ValueError):
+    """No run directory can be made where asked (a file in the way, no permission)."""
+
+
+def process_start(pid: int) -> str | None:
+    """The start time of process `pid` in clock ticks since boot (Linux), None when unknown or not running; a
+    zombie (ended, not yet reaped) counts as not running."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if not fields or fields[0] in ("Z", "X"):
+        return None
+    return fields[19] if len(fields) > 19 else None
+
+
+def claim_record(path: Path, *, created: bool) -> dict[str, Any]:
+    """This process's claim of `path`; `created`: whether the claim made the directory (removed on abandon)."""
+    pid = os.getpid()
+    return {"pid": pid, "start": process_start(pid), "dir": str(path.resolve()), "created": created}
+
+
+def read_claim(path: Path) -> dict[str, Any] | None:
+    """The claim in `path`'s marker (markers written before claims were records hold a bare pid); None when there
+    is none or it cannot be read."""
+    try:
+        text = (path / MARKER).read_text(errors="replace").strip()
+    except OSError:
+        return None
+    if text.isdigit():
+        return {"pid": int(text)}
+    try:
+        claim = json.loads(text) if text else None
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    return claim if isinstance(claim, dict) and isinstance(claim.get("pid"), int) else None
+
+
+def _pid_runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return pid > 0
+    return True
+
+
+def claim_is_live(claim: dict[str, Any] | None, path: Path, *, own: bool = False) -> bool:
+    """Whether `claim` is held by a process that still runs, on this very directory; a claim of this process
+    counts only when `own` (a new run in this process still owns its directory; a resume in the same process
+    comes after the run it continues)."""
+    if not claim or claim["pid"] <= 0:
+        return False
+    if claim["pid"] == os.getpid():  # this process, unless the pid belonged to an earlier one
+        return own and claim.get("start") in (None, process_start(os.getpid()))
+    if claim.get("dir") not in (None, str(path.resolve())):
+        return False  # the marker came with a copy of another run directory
+    if claim.get("start") is not None:
+        return process_start(claim["pid"]) == claim["start"]
+    if Path("/proc/self/stat").exists():  # a bare pid: live if that process runs grpokit
+        try:
+            return (
+                process_start(claim["pid"]) is not None
+                and b"grpokit" in Path(f"/proc/{claim['pid']}/cmdline").read_bytes()
+            )
+        except OSError:
+            return False
+    return _pid_runs(claim["pid"])
+
+
+def _write_marker(path: Path, claim: dict[str, Any], *, exclusive: bool) -> bool:
+    """Put `claim` in `path`'s marker: written aside, then linked into place when `exclusive` (False when a
+    marker exists) or renamed over the old one."""
+    tmp = path / f"{MARKER}.{os.getpid()}-{threading.get_ident()}.tmp"
+    tmp.write_text(json.dumps(claim) + "\n")
+    try:
+        if not exclusive:
+            os.replace(tmp, path / MARKER)
+            return True
+        try:
+            os.link(tmp, path / MARKER)
+        except FileExistsError:
+            return False
+        except OSError:  # a filesystem without hard links: create the marker exclusively, then fill it
+            try:
+                fd = os.open(path / MARKER, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                return False
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(claim) + "\n")
+        return True
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def create_claim(path: Path, *, created: bool) -> bool:
+    """Claim `path` (an existing directory) by creating its marker; False when a marker is already there."""
+    return _write_marker(path, claim_record(path, created=created), exclusive=True)
+
+
+@contextlib.contextmanager
+def dir_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on the directory itself while its claim is read and replaced (flock; none where the
+    platform has no fcntl)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def take_over_stale_claim(path: Path, *, created: bool) -> bool:
+    """Claim `path`, whose marker exists, when its claimant no longer runs; False when it still does (this process
+    included: two runs started in one process never share a directory)."""
+    with dir_lock(path):
+        if claim_is_live(read_claim(path), path, own=True):
+            return False
+        return _write_marker(path, claim_record(path, created=created), exclusive=False)
+
+
+def claim_existing_run(path: Path) -> None:
+    """Claim a run directory for this process to continue it (`--resume`): RunInUseError naming the process when
+    another grpokit process still trains it; a claim left by a process that has ended is taken over."""
+    with dir_lock(path):
+        claim = read_claim(path)
+        if claim_is_live(claim, path):
+            raise RunInUseError(
+                f"--resume {path}: the run is in use by grpokit process {claim['pid']} (the run itself or another "
+                "--resume, still running); wait for it to end or stop it, then resume"
+            )
+        _write_marker(path, claim_record(path, created=False), exclusive=False)
+
+
+def _is_mine(path: Path) -> bool:
+    claim = read_claim(path)
+    return bool(claim) and claim["pid"] == os.getpid() and claim.get("start") == process_start(os.getpid())
+
+
+def release_claim(path: Path) -> None:
+    """This process is done with the run: empty its marker (the directory stays a claimed grpokit run)."""
+    with contextlib.suppress(OSError):
+        if _is_mine(path):
+            _write_marker(path, {}, exclusive=False)
+
+
+def abandon_new_run(path: Path) -> bool:
+    """A new run stopped before writing anything: remove its claim, and the directory when the claim created it
+    and nothing else is in it. True when the directory was removed."""
+    claim = read_claim(path)
+    if not _is_mine(path) or any(p.name != MARKER for p in path.iterdir()):
+        return False
+    (path / MARKER).unlink(missing_ok=True)
+    if claim and claim.get("created"):
+        with contextlib.suppress(OSError):
+            path.rmdir()
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def claimed_run(path: Path, *, new: bool) -> Iterator[None]:
+    """Train in `path` holding its claim: a resume (`new` False) claims it first (`claim_existing_run`; under
+    torchrun rank 0 alone, the ranks share one run); the claim is released when training ends. A new run that
+    stops before writing anything (a signal or an error while the model loads) leaves no directory behind."""
+    if not new and os.environ.get("RANK", "0") == "0":
+        claim_existing_run(path)
+    try:
+        yield
+    except BaseException:
+        if new:
+            abandon_new_run(path)  # the error (one line) is said by the caller
+        raise
+    finally:
+        release_claim(path)
+
+
 def _claim(path: Path) -> bool:
+    existed = path.is_dir()
     try:
         path.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         return False  # a file of that name
     if any(p.name != MARKER for p in path.iterdir()):
         return False  # an earlier run (or anything else) lives there
-    try:
-        fd = os.open(path / MARKER, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
-        return False  # another process claimed it first
-    with os.fdopen(fd, "w") as f:
-        f.write(f"{os.getpid()}\n")
-    return True
+    return create_claim(path, created=not existed)  # False: another process claimed it first
 
 
 def claim_run_dir(base: Path) -> Path:
-    """`base`, or the first free `base-1`, `base-2`, ..., created and claimed for this process."""
+    """`base`, or the first free `base-1`, `base-2`, ..., created and claimed for this process. RunDirError when
+    none can be made there: a parent that is a file (every candidate would fail: this looped for ever), no
+    permission."""
+    parent = next((p for p in base.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise RunDirError(f"--out {base.parent}: {parent} is a file, not a directory; a run directory cannot be made")
     i = 0
     while True:
         candidate = base if i == 0 else base.with_name(f"{base.name}-{i}")
-        if _claim(candidate):
-            return candidate
+        try:
+            if _claim(candidate):
+                return candidate
+        except OSError as e:
+            raise RunDirError(f"--out {base.parent}: cannot make a run directory there ({e.strerror or e})") from None
         i += 1

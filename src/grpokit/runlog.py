@@ -18,6 +18,11 @@ from typing import Any
 
 import yaml
 
+from . import faults
+
+# the JSONL logs of a run: a checkpoint records their sizes, a restore cuts them back (grpokit.run_state)
+LOG_FILES = ("metrics.jsonl", "completions.jsonl", "alerts.jsonl", "interventions.jsonl")
+
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -28,6 +33,18 @@ def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[key] = v
     return out
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def _step(row: dict[str, Any]) -> int:
+    step = row.get("step", 0)
+    return step if isinstance(step, int) else 0
 
 
 def _clean(v: Any) -> Any:
@@ -111,6 +128,7 @@ class RunLog:
         self._segment_t0 = None
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
+        faults.point("log")
         row = {"step": step, **{k: _clean(v) for k, v in metrics.items()}}
         with self.metrics_path.open("a") as f:
             f.write(json.dumps(row) + "\n")
@@ -122,6 +140,7 @@ class RunLog:
         self.trackers.log(step, metrics)
 
     def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
+        faults.point("samples")
         with self.samples_path.open("a") as f:
             for r in rows:
                 f.write(json.dumps({"step": step, **r}) + "\n")
@@ -137,12 +156,37 @@ class RunLog:
             self.tb.flush()
         self.trackers.alert(row)
 
-    def truncate_after(self, step: int) -> None:
-        """On resume: drop metric/sample rows logged after the checkpoint's step (they will be redone)."""
+    def sizes(self) -> dict[str, int]:
+        """The size in bytes of each of the run's JSONL logs (0 for one not written yet), recorded in checkpoints."""
+        return {name: _size(self.dir / name) for name in LOG_FILES}
+
+    def cut_to_size(self, path: Path, sizes: Any) -> bool:
+        """Cut `path` back to its size in `sizes` (a checkpoint's `log_sizes`); False, leaving it alone, when that
+        is not known or does not fall at the end of a line of the file as it is now."""
+        size = sizes.get(path.name) if isinstance(sizes, dict) else None
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            return False
+        if size == 0:
+            if path.exists():
+                path.write_bytes(b"")
+            return True
+        if _size(path) < size:
+            return False
+        with path.open("r+b") as f:
+            f.seek(size - 1)
+            if f.read(1) != b"\n":
+                return False
+            f.truncate(size)
+        return True
+
+    def truncate_after(self, step: int, sizes: Any = None) -> None:
+        """On resume: cut the logs back to their sizes at the checkpoint (`sizes`), else drop the metric/sample
+        rows logged after the checkpoint's step (they will be redone)."""
         for path in (self.metrics_path, self.samples_path, self.alerts_path):
-            if not path.exists():
+            if not path.exists() or self.cut_to_size(path, sizes):
                 continue
-            keep = [ln for ln in path.read_text().splitlines() if ln and json.loads(ln).get("step", 0) <= step]
+            rows = [(ln, json.loads(ln)) for ln in path.read_text().splitlines() if ln.strip()]
+            keep = [ln for ln, row in rows if isinstance(row, dict) and _step(row) <= step]
             path.write_text("".join(ln + "\n" for ln in keep))
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import faults
 from .config import Config
 from .data.limits import model_context, prompt_limit
 from .data.split import TaskData, load_task_data
@@ -94,6 +95,7 @@ def open_session(
     if info.world > 1:  # one decision for every rank: rank 0's (the `auto` probe is timing-based)
         prec = resolve_precision(broadcast_object(prec.name, info), device)
     m = cfg.model
+    faults.point("setup")
     model, tokenizer = load_model_and_tokenizer(
         m.name,
         dtype=prec.name,
