@@ -224,7 +224,7 @@ class RewardManager:
             if isinstance(out, list) and len(out) == n:
                 values, failures = self._values(r, out, completions)
                 return values, failures, False
-            kind, msg = "wrong_count", f"returned {_count(out)} for {n} completions"
+            kind, msg = "wrong_count", _shape_message(out, n)
         except _CALL_FAILURES as e:
             kind, msg = _failure_kind(e), str(e)
         if n == 1:  # the batch is the sample: no need to call it again
@@ -249,7 +249,7 @@ class RewardManager:
                     [values[i]], fails = self._values(r, out, [completions[i]], offset=i)
                     failures.extend(fails)
                 else:
-                    kind, msg = "wrong_count", f"returned {_count(out)} for 1 completion"
+                    kind, msg = "wrong_count", _shape_message(out, 1)
             except _CALL_FAILURES as e:
                 kind, msg = _failure_kind(e), str(e)
             if kind:
@@ -367,8 +367,13 @@ def _batch_metrics(
     return metrics
 
 
-def _count(out: Any) -> str:
+def _shape_message(out: Any, n: int) -> str:
+    """Why a reward's return value is not one value per completion, and, when it is no list at all, the fix."""
+    what = f"{n} completion" + ("s" if n != 1 else "")
     if isinstance(out, list):
-        return f"{len(out)} values"
+        return f"returned {len(out)} values for {what}"
     name = out.type_name if isinstance(out, NotAList) else type(out).__name__
-    return f"a {name} instead of a list"
+    return (
+        f"returned a {name} instead of a list for {what}; return a list (or tuple) holding one float, or None "
+        "where the reward does not apply, per completion, in the completions' order"
+    )

@@ -11,7 +11,7 @@ import signal
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import calltree, cgroups, linux, wire
@@ -38,12 +38,14 @@ def describe_exception(e: BaseException) -> str:
 
 
 def as_value_list(out: Any) -> Any:
-    """A reward's return value as a list when it is a sequence/iterable of values; anything else unchanged."""
-    if isinstance(out, list):
+    """A reward's return value as a list when it is an ordered sequence of values: a list, a tuple (any
+    `Sequence` but a string), or a one-dimensional array or tensor. Anything else (a set, whose order is
+    arbitrary, a dict, a generator, a string, a single number) is returned unchanged for the caller to report."""
+    if isinstance(out, list) or isinstance(out, (str, bytes, bytearray)):
         return out
-    if isinstance(out, (str, bytes, dict)) or not hasattr(out, "__iter__"):
-        return out
-    return list(out)
+    if isinstance(out, Sequence) or (hasattr(out, "__array__") and getattr(out, "ndim", None) == 1):
+        return list(out)
+    return out
 
 
 def _run_one(fn: Callable[..., Any], args: tuple[Any, ...], limits: SandboxLimits | None) -> tuple[str, Any]:
