@@ -53,6 +53,7 @@ def test_registry_holds_one_documented_detector_per_failure_mode() -> None:
     assert set(DETECTORS) == {
         "advantage_collapse",
         "entropy_collapse",
+        "entropy_explosion",
         "kl_drift",
         "length_bias",
         "truncation",
@@ -254,8 +255,8 @@ def test_kl_drift_fires_on_unbounded_growth() -> None:
     assert a.evidence["signal"] == "kl_ref/k1" and a.evidence["kl_first"] == 0.01
     assert a.evidence["kl_last"] == pytest.approx(0.01 * 1.5**9, abs=1e-5)
     assert "0.01 to 0.3844" in a.message  # the absolute values, not only the ratio
-    # steps 11-12 pass kl_max: the same episode escalates to critical and carries the current value
-    assert a.escalations == [{"step": 11, "from": "warning", "to": "critical"}]
+    # steps 11-12 pass kl_max: one row above it is a spike; the second makes the episode critical
+    assert a.escalations == [{"step": 12, "from": "warning", "to": "critical"}]
     assert a.current["step"] == 12 and a.current["evidence"]["kl"] == pytest.approx(0.01 * 1.5**11, abs=1e-4)
 
 
@@ -527,7 +528,8 @@ def storm_rows(n: int) -> list[dict[str, float]]:
 def test_storm_sets_off_every_detector() -> None:
     mon = Monitor({"epochs": 1})
     fired = {a.detector for a in feed(mon, storm_rows(60))}
-    assert fired == set(DETECTORS) - {"saturation"}  # a storm at 0% accuracy is the opposite of saturation
+    # a storm at 0% accuracy is the opposite of saturation, and its collapsed entropy the opposite of an explosion
+    assert fired == set(DETECTORS) - {"saturation", "entropy_explosion"}
 
 
 @pytest.mark.parametrize("name", sorted(DETECTORS))

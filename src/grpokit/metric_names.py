@@ -116,6 +116,8 @@ ADV_PREFIX = "adv/"
 ADV_MEAN = "adv/mean"  # mean advantage over response tokens
 ADV_ABS_MEAN = "adv/abs_mean"  # mean |advantage| (the policy-gradient scale)
 ADV_NONZERO_FRAC = "adv/nonzero_frac"  # tokens with a non-zero advantage
+ADV_MIN = "adv/min"  # smallest advantage of the step (foreign logs: verl critic/advantages/min)
+ADV_MAX = "adv/max"  # largest advantage of the step (foreign logs: verl critic/advantages/max)
 GPG_ALPHA = "gpg/alpha"  # GPG's batch correction alpha = B / B_valid
 GPG_VALID_FRAC = "gpg/valid_frac"  # share of the batch with non-degenerate groups under GPG resampling
 

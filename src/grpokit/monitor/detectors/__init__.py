@@ -18,7 +18,8 @@ Robustness rules every detector follows (a property test feeds them random and d
   (`context`: the recipe's switches; empty when the log carries no config, and then the fix says so).
 
 Modules: `base` (Alert, Detector, Windowed, the registry), `rows` (reading rows, step windows), `context`
-(which fixes can act), one module per failure family (`collapse`, `kl_drift`, `length`, `short_batch`, `ratios`,
+(which fixes can act), one module per failure family (`collapse`, `explosion`,
+`kl_drift`, `length`, `short_batch`, `ratios`,
 `reward`, `numerical`, `saturation`; importing them registers their detectors, in this order) and `runner`
 (`Monitor`, `rank`).
 """
@@ -40,6 +41,7 @@ from .runner import Monitor, rank
 # the order of these imports is the order detectors register in, run in and report in
 # isort: off
 from .collapse import AdvantageCollapse, EntropyCollapse
+from .explosion import EntropyExplosion
 from .kl_drift import KLDrift
 from .length import LengthBias, Truncation
 from .short_batch import ShortBatch
@@ -57,6 +59,7 @@ __all__ = [
     "ClippingAnomaly",
     "Detector",
     "EntropyCollapse",
+    "EntropyExplosion",
     "KLDrift",
     "LengthBias",
     "Monitor",

@@ -21,7 +21,7 @@ class AdvantageCollapse(Windowed):
     name, mode = "advantage_collapse", "advantage collapse"
     threshold, critical, window = 0.5, 0.8, 5
     keys = (mn.ZV_ACC_FRAC, mn.ZV_FRAC, mn.ZV_SAMPLE_FRAC)
-    requires = (keys,)
+    requires = ((*keys, mn.ADV_MAX, mn.REWARD_MAX),)
 
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
         super().__init__(context, **params)
@@ -29,6 +29,8 @@ class AdvantageCollapse(Windowed):
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         key = self.push(step, m)
+        if key is None:
+            key = self._push_range(step, m)
         if key is None:
             return self.active, None
         self.split.add(step, (_finite(m, mn.ZV_ALL_CORRECT), _finite(m, mn.ZV_ALL_WRONG)))
@@ -63,6 +65,16 @@ class AdvantageCollapse(Windowed):
             )
         actions = [] if ds else ["algo.dynamic_sampling=true"]
         sev = "critical" if zv >= self.critical else "warning"
+        if key == RANGE_SIGNAL:
+            return True, self.new_alert(
+                step,
+                sev,
+                f"every advantage was exactly 0 (min = max = 0) at {zv:.0%} of the last {self.window} steps",
+                ev,
+                fix,
+                actions,
+                onset=self.values.first_step(),
+            )
         what = "accuracy" if key == mn.ZV_ACC_FRAC else "reward"
         return True, self.new_alert(
             step,
@@ -73,6 +85,23 @@ class AdvantageCollapse(Windowed):
             actions,
             onset=self.values.first_step(),
         )
+
+    def _push_range(self, step: int, m: dict[str, Any]) -> str | None:
+        """Without a zero-variance fraction: 1 for a step whose advantages are all exactly 0 (min = max = 0) or whose
+        rewards are all equal (min = max), else 0 — a lower bound of the zero-variance fraction (a step with some
+        varied groups says nothing of the others), so the rule can only under-report."""
+        lo, hi = _finite(m, mn.ADV_MIN), _finite(m, mn.ADV_MAX)
+        if math.isfinite(lo) and math.isfinite(hi):
+            self.values.add(step, 1.0 if abs(lo) < 1e-8 and abs(hi) < 1e-8 else 0.0)
+            return RANGE_SIGNAL
+        lo, hi = _finite(m, mn.REWARD_MIN), _finite(m, mn.REWARD_MAX)
+        if math.isfinite(lo) and math.isfinite(hi):
+            self.values.add(step, 1.0 if hi - lo < 1e-8 else 0.0)
+            return RANGE_SIGNAL
+        return None
+
+
+RANGE_SIGNAL = "adv/min=max"  # the zero-variance signal derived from the range of the step's advantages or rewards
 
 
 @register
@@ -87,6 +116,9 @@ class EntropyCollapse(Detector):
 
     name, mode = "entropy_collapse", "entropy collapse"
     h_star, patience, rel_frac, baseline_steps, ceiling, acc_window = 0.5, 50, 0.1, 10, 0.9, 10
+    # learning judged over the last `trend_window` steps: still learning when the reward's later half beats its
+    # earlier half by `min_gain` and the latest zero-variance fraction is under `zv_stalled`
+    trend_window, min_gain, zv_stalled = 20, 0.01, 0.5
     requires = ((mn.ENTROPY_TOKEN_MEAN,),)
 
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
@@ -98,6 +130,8 @@ class EntropyCollapse(Detector):
         self.missing_reported = False
         self.acc = StepWindow(self.acc_window)  # (signal, accuracy) of recent steps; their mean is compared
         self.range = _RewardRange()
+        self.rewards = StepWindow(self.trend_window)
+        self.zv_now = math.nan
 
     @property
     def min_steps(self) -> int:
@@ -185,11 +219,48 @@ class EntropyCollapse(Detector):
                 mode="convergence",
             )
         fix, actions = self._fix()
+        trend, tev = self._learning()
+        ev.update(tev)
         msg = f"token entropy {h:.3f} has been {why} for {n} steps"
+        if trend == "learning":
+            return self.new_alert(
+                step,
+                "info",
+                msg + f", but reward is still rising ({tev['reward_earlier']:.3g} -> {tev['reward_later']:.3g}): "
+                "low entropy, still learning: watch",
+                ev,
+                "nothing yet; if reward stops rising while entropy stays low, " + fix,
+                onset=step - n + 1,
+                mode="low entropy",
+            )
+        if trend == "stalled":
+            msg += " and learning has stalled"
         return self.new_alert(step, "critical", msg, ev, fix, actions, onset=step - n + 1)
+
+    def _learning(self) -> tuple[str, dict[str, Any]]:
+        """'stalled', 'learning' or 'unknown' (no reward in the log), with the numbers that say so."""
+        ev: dict[str, Any] = {}
+        if math.isfinite(self.zv_now):
+            ev["zero_variance_frac"] = round(self.zv_now, 3)
+            if self.zv_now >= self.zv_stalled:
+                return "stalled", ev  # the group's answers no longer differ: no learning signal is left
+        r = self.rewards.values()
+        if len(r) < 4:
+            return "unknown", ev
+        half = len(r) // 2
+        early, late = statistics.fmean(r[:half]), statistics.fmean(r[half:])
+        ev["reward_earlier"], ev["reward_later"] = round(early, 4), round(late, 4)
+        return ("learning" if late > early + self.min_gain else "stalled"), ev
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         self.range.update(m)
+        reward = _finite(m, mn.REWARD_MEAN)
+        if math.isfinite(reward):
+            self.rewards.add(step, reward)
+        for k in (mn.ZV_ACC_FRAC, mn.ZV_FRAC, mn.ZV_SAMPLE_FRAC):
+            if math.isfinite(_finite(m, k)):
+                self.zv_now = _finite(m, k)
+                break
         key, acc = accuracy_now(m, self.range.zero_one)
         if key is not None:
             self.acc.add(step, (key, acc))

@@ -12,7 +12,8 @@ from .rows import StepWindow, _finite, _r, _slope
 
 @register
 class KLDrift(Windowed):
-    """KL to the reference (§17.3): above `kl_max`, or growing without bound (slope > 0 over `window` steps, the
+    """KL to the reference (§17.3): above `kl_max` (a warning for one logged row, a spike that may clear; critical
+    when the next row holds it), or growing without bound (slope > 0 over `window` steps, the
     last value > `growth` x the first (the first floored at `kl_floor`) and above the absolute floor `min_kl`: a KL
     going 0.006 -> 0.03 is not drift). Opposite failure: with a KL penalty on, the penalty term exceeds the
     policy-gradient term while reward stalls (slope <= 0) for `window` steps."""
@@ -54,9 +55,13 @@ class KLDrift(Windowed):
         )
         actions = [] if self.context.get("kl_controller") == "adaptive" else ["algo.kl_controller=adaptive"]
         if last > self.kl_max:
-            msg = f"KL to the reference {last:.3f} exceeds {self.kl_max}"
             ev = {"kl": round(last, 4), "signal": key}
-            return self.new_alert(step, "critical", msg, ev, fix, actions)
+            if len(vals) >= 2 and vals[-2] > self.kl_max:  # held for two logged rows: drift, not a spike
+                ev["kl_previous"] = round(vals[-2], 4)
+                msg = f"KL to the reference {last:.3f} exceeds {self.kl_max} (and did at the row before)"
+                return self.new_alert(step, "critical", msg, ev, fix, actions, onset=self.values.items[-2][0])
+            msg = f"KL to the reference spiked to {last:.3f} (above {self.kl_max}); critical if the next row holds it"
+            return self.new_alert(step, "warning", msg, ev, fix, actions)
         if (
             self.full()
             and len(vals) >= 2

@@ -4,26 +4,30 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import deque
 from typing import Any
 
 from ... import metric_names as mn
 from .base import Alert, Detector, register
-from .rows import StepWindow, _finite, _num
+from .rows import _finite, _num
 
 
 @register
 class Numerical(Detector):
     """NaN/inf loss (`train/nonfinite_loss`), non-finite gradients (`train/nonfinite_grad`), or a gradient-norm spike
-    above `spike` x the median of the previous `history` steps and above the absolute floor `grad_floor` (a norm
-    going 0.01 -> 0.2 is no trouble; a log whose norms are mostly 0 has median 0 and is judged on the floor)."""
+    above `spike` x the median of the previous `history` logged values (at least `min_rows` of them) and above the
+    absolute floor `grad_floor` (a norm going 0.01 -> 0.2 is no trouble; a log whose norms are mostly 0 has median 0
+    and is judged on the floor). The history counts logged rows, not steps: a spike is one row against the run's
+    recent level, so a log written every 5 or 10 steps (TRL's default logging) is judged as soon as it has
+    `min_rows` rows (a step-based window there never held enough rows to judge)."""
 
     name, mode = "numerical", "numerical trouble"
-    spike, history, grad_floor = 10.0, 20, 1.0
+    spike, history, grad_floor, min_rows = 10.0, 20, 1.0, 5
     requires = ((mn.TRAIN_GRAD_NORM, mn.TRAIN_NONFINITE_GRAD, mn.TRAIN_NONFINITE_LOSS),)
 
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
         super().__init__(context, **params)
-        self.norms = StepWindow(self.history)
+        self.norms: deque[float] = deque(maxlen=int(self.history))
 
     @property
     def min_steps(self) -> int:
@@ -61,9 +65,9 @@ class Numerical(Detector):
             )
         if not math.isfinite(g):
             return (self.active, None) if mn.TRAIN_GRAD_NORM not in m else (False, None)
-        prev = [v for v in self.norms.values() if math.isfinite(v)]
-        self.norms.add(step, g)
-        if len(prev) >= 5:
+        prev = list(self.norms)
+        self.norms.append(g)
+        if len(prev) >= self.min_rows:
             med = statistics.median(prev)
             if g > self.grad_floor and g > self.spike * med:
                 ratio = f"{g / med:.0f}x its recent median {med:.3g}" if med > 0 else "from a recent median of 0"

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ... import metric_names as mn
 from .names import _TRL_TB_PREFIXES, CANONICAL, OPENRLHF_NAMES, TRL_NAMES, VERL_NAMES, VERL_PATTERNS
 from .values import NAN
 
@@ -130,8 +131,27 @@ def _canonicalise(raw: RawRows, mapper: Mapper) -> tuple[list[dict[str, float]],
                     row[canon] = value
         for canon in available:
             row.setdefault(canon, NAN)
+        if mapper is not _identity_mapper:
+            _flag_nonfinite(row, raw[step], name_map, available)
         rows.append(row)
     return rows, available, raw_names
+
+
+#: canonical signal -> the flag set when a foreign log records it as NaN / inf
+NONFINITE_FLAGS = {mn.ACTOR_LOSS: mn.TRAIN_NONFINITE_LOSS, mn.TRAIN_GRAD_NORM: mn.TRAIN_NONFINITE_GRAD}
+
+
+def _flag_nonfinite(
+    row: dict[str, float], raw: dict[str, float], name_map: dict[str, tuple[str, ...]], available: set[str]
+) -> None:
+    """A loss or gradient norm the log itself records as NaN/inf (a value present in the raw row) sets grpokit's
+    non-finite flag for that row, so the numerical detector sees what the trainer printed."""
+    for name, value in raw.items():
+        for canon in name_map.get(name, ()):
+            flag = NONFINITE_FLAGS.get(canon)
+            if flag is not None and not math.isfinite(value):
+                row[flag] = 1.0
+                available.add(flag)
 
 
 def _ordered(raw: RawRows, order: list[str]) -> RawRows:

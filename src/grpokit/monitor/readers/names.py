@@ -17,6 +17,8 @@ CANONICAL: frozenset[str] = frozenset(
         mn.REWARD_ACCURACY,
         mn.REWARD_MIN,
         mn.REWARD_MAX,
+        mn.ADV_MIN,
+        mn.ADV_MAX,
         mn.ZV_FRAC,
         mn.ZV_SAMPLE_FRAC,
         mn.ZV_ALL_CORRECT,
@@ -127,6 +129,10 @@ VERL_NAMES: dict[str, tuple[str, ...]] = {
     # per-step extremes of the score: a score that stays within [0, 1] is a 0/1 verifier (its mean an accuracy)
     "critic/score/min": (mn.REWARD_MIN,),
     "critic/score/max": (mn.REWARD_MAX,),
+    # the range of the step's advantages: max == min == 0 means every advantage is exactly 0 (every group has
+    # zero reward variance under GRPO): the advantage collapse is in the log even without a zero-std fraction
+    "critic/advantages/max": (mn.ADV_MAX,),
+    "critic/advantages/min": (mn.ADV_MIN,),
     # `agg_loss(entropy, mask, loss_agg_mode)`: the token mean under verl's default loss_agg_mode="token-mean"
     "actor/entropy": (mn.ENTROPY_TOKEN_MEAN,),
     # verl <= 0.3 logged the token-mean entropy as `actor/entropy_loss` (a positive entropy, not a loss term)

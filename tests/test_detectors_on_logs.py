@@ -1,0 +1,100 @@
+"""The doctor on logs in the formats other trainers write (TRL's trainer_state.json, verl's console), each showing
+one of the cases it got wrong on logs it had never seen: low entropy while still learning, an entropy explosion,
+advantage collapse visible only in the advantages' range, gradient spikes in a log written every 5 steps, a NaN loss,
+and a single KL spike."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from grpokit.monitor.doctor import diagnose
+
+
+def trl_log(tmp: Path, rows: list[dict[str, Any]], logging_steps: int = 1) -> Path:
+    """A TRL output directory: trainer_state.json whose log_history holds `rows` at steps logging_steps, 2x, ..."""
+    history = [{"step": (i + 1) * logging_steps, "epoch": 0.1 * i, **r} for i, r in enumerate(rows)]
+    state = {"global_step": len(rows) * logging_steps, "logging_steps": logging_steps, "log_history": history}
+    tmp.mkdir(parents=True, exist_ok=True)
+    # transformers writes NaN as the bare JSON token NaN (json.dumps' default)
+    (tmp / "trainer_state.json").write_text(json.dumps(state, indent=2))
+    return tmp
+
+
+def verl_log(tmp: Path, rows: list[dict[str, float]]) -> Path:
+    """verl's console logger: `step:N - key:value - ...` lines (values as verl formats them, 3 decimals)."""
+    lines = [f"step:{i} - " + " - ".join(f"{k}:{v:.3f}" for k, v in r.items()) for i, r in enumerate(rows, start=1)]
+    path = tmp / "verl_train.log"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def modes(diag: dict[str, Any]) -> dict[str, str]:
+    return {a["mode"]: a["severity"] for a in diag["alerts"]}
+
+
+def test_low_entropy_while_reward_still_rises_is_information_not_collapse(tmp_path: Path) -> None:
+    """~20-token JSON answers: entropy 0.2-0.35 nats for 80 steps (low by design, and rising) while the reward climbs
+    from 0.3 to 0.7: "low entropy, still learning" (info), not a critical entropy collapse."""
+    rows = [
+        {"actor/entropy": 0.2 + 0.15 * i / 80, "critic/score/mean": 0.3 + 0.4 * i / 80, "actor/grad_norm": 0.5}
+        for i in range(80)
+    ]
+    found = modes(diagnose(verl_log(tmp_path, rows)))
+    assert found.get("low entropy") == "info" and "entropy collapse" not in found, found
+
+
+def test_low_entropy_with_a_flat_reward_is_collapse(tmp_path: Path) -> None:
+    flat = [0.41 + 0.01 * (i % 2) for i in range(80)]
+    rows = [{"actor/entropy": 0.3, "critic/score/mean": r, "actor/grad_norm": 0.5} for r in flat]
+    assert modes(diagnose(verl_log(tmp_path, rows))).get("entropy collapse") == "critical"
+
+
+def test_entropy_rising_towards_uniform_is_an_explosion(tmp_path: Path) -> None:
+    """Token entropy 0.46 -> 11.6 nats (near uniform over a 100k vocabulary) before a crash: critical."""
+    ent = [0.46, 0.47, 0.45, 0.5, 0.48, 0.52, 0.6, 1.5, 4.8, 8.9, 11.6]
+    rows = [{"actor/entropy": h, "critic/score/mean": 0.4, "actor/grad_norm": 0.5} for h in ent]
+    diag = diagnose(verl_log(tmp_path, rows))
+    alert = next(a for a in diag["alerts"] if a["mode"] == "entropy explosion")
+    assert alert["severity"] == "critical" and alert["step"] == 9 and alert["fired_at"] == 10
+
+
+def test_advantage_collapse_from_the_advantages_range_when_no_zero_std_fraction_is_logged(tmp_path: Path) -> None:
+    """verl logs no zero-variance fraction, but min = max = 0 of the advantages says every group had zero variance."""
+    rows = [
+        {"critic/advantages/max": 0.0, "critic/advantages/min": 0.0, "critic/score/mean": 0.0, "actor/entropy": 1.0}
+        for _ in range(8)
+    ]
+    diag = diagnose(verl_log(tmp_path, rows))
+    assert "advantage_collapse" not in diag["not_measurable"]
+    assert modes(diag).get("advantage collapse") == "critical"
+    varied = [{**r, "critic/advantages/max": 1.2, "critic/advantages/min": -0.8} for r in rows]
+    assert "advantage collapse" not in modes(diagnose(verl_log(tmp_path, varied)))
+
+
+def test_gradient_spike_is_found_in_a_log_written_every_5_steps(tmp_path: Path) -> None:
+    norms = [0.9, 1.1, 1.0, 0.95, 1.05, 1.0, 1927.0, 1.1]
+    rows = [{"loss": 0.01, "grad_norm": g, "reward": 0.5, "entropy": 1.0} for g in norms]
+    diag = diagnose(trl_log(tmp_path, rows, logging_steps=5))
+    spike = next(a for a in diag["alerts"] if a["mode"] == "numerical trouble")
+    assert spike["step"] == 35 and spike["evidence"]["grad_norm"] == 1927.0
+
+
+def test_nan_loss_and_gradient_norm_in_a_trl_log_are_critical(tmp_path: Path) -> None:
+    rows = [{"loss": 0.01, "grad_norm": 1.0, "reward": 0.5, "entropy": 1.0} for _ in range(4)]
+    rows += [{"loss": math.nan, "grad_norm": math.nan, "reward": 0.5, "entropy": 1.0}]
+    diag = diagnose(trl_log(tmp_path, rows))
+    alert = next(a for a in diag["alerts"] if a["mode"] == "numerical trouble")
+    assert alert["severity"] == "critical" and alert["step"] == 5 and "NaN" in alert["message"]
+
+
+def test_a_single_kl_spike_that_clears_is_a_warning_and_a_held_one_is_critical(tmp_path: Path) -> None:
+    kl = [0.04, 0.05, 0.04, 0.61, 0.04, 0.05]
+    rows = [{"kl": k, "loss": 0.01, "grad_norm": 1.0, "reward": 0.5, "entropy": 1.0} for k in kl]
+    spike = next(a for a in diagnose(trl_log(tmp_path / "a", rows))["alerts"] if a["mode"] == "KL drift")
+    assert spike["severity"] == "warning" and spike["cleared_at"] == 5 and "spiked" in spike["message"]
+    held = [{**r, "kl": k} for r, k in zip(rows, [0.04, 0.05, 0.04, 0.61, 0.9, 1.4])]
+    drift = next(a for a in diagnose(trl_log(tmp_path / "b", held))["alerts"] if a["mode"] == "KL drift")
+    assert drift["severity"] == "critical" and drift["escalations"][0]["step"] == 5
