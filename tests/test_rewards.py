@@ -349,32 +349,29 @@ UNORDERED = {
 }
 
 
-@pytest.mark.parametrize("isolation", ["process", "inline"])
-@pytest.mark.parametrize("kind", sorted(UNORDERED))
-def test_a_reward_returning_no_ordered_sequence_fails_naming_the_fix(kind: str, isolation: str) -> None:
-    make = UNORDERED[kind]
-    with RewardManager([(lambda c, e: make(c), 1.0)], isolation=isolation, max_fail_frac=1.0) as m:
-        result = m.score(["ab", "abc"], [_ex("1")] * 2)
-    assert all(math.isnan(r) for r in result.rewards)
-    assert [(f.index, f.kind) for f in result.failures] == [(0, "wrong_count"), (1, "wrong_count")]
-    message = result.failures[0].message
-    assert message.startswith(f"returned a {kind} instead of a list for 1 completion; return a list (or tuple)")
-    assert "one float, or None where the reward does not apply, per completion, in the completions' order" in message
+def _ordered(make):
+    return lambda c, e: make([float(len(x)) if x != "-" else None for x in c])
 
 
 @pytest.mark.parametrize("isolation", ["process", "inline"])
-def test_lists_tuples_and_arrays_of_numbers_or_none_are_rewards(isolation: str) -> None:
+def test_only_ordered_sequences_of_numbers_or_none_are_rewards(isolation: str) -> None:
     import numpy as np
 
-    shapes = [
-        lambda c, e: [float(len(x)) if x != "-" else None for x in c],
-        lambda c, e: tuple(float(len(x)) if x != "-" else None for x in c),
-        lambda c, e: np.array([float(len(x)) if x != "-" else np.nan for x in c]),
-    ]
-    for fn in shapes:
-        with RewardManager([(fn, 1.0), ("format", 0.0)], isolation=isolation, max_fail_frac=1.0) as m:
+    for kind, make in UNORDERED.items():
+        with RewardManager([(lambda c, e, make=make: make(c), 1.0)], isolation=isolation, max_fail_frac=1.0) as m:
+            result = m.score(["ab", "abc"], [_ex("1")] * 2)
+        assert all(math.isnan(r) for r in result.rewards), kind
+        assert [(f.index, f.kind) for f in result.failures] == [(0, "wrong_count"), (1, "wrong_count")], kind
+        message = result.failures[0].message
+        assert message.startswith(f"returned a {kind} instead of a list for 1 completion; return a list (or tuple)")
+        assert "one float, or None where the reward does not apply, per completion, in the completions' order" in (
+            message
+        )
+    nan_for_none = lambda v: np.array([np.nan if x is None else x for x in v])  # noqa: E731
+    for make in (list, tuple, nan_for_none):
+        with RewardManager([(_ordered(make), 1.0), ("format", 0.0)], isolation=isolation, max_fail_frac=1.0) as m:
             result = m.score(["ab", "-", "abc"], [_ex("1")] * 3)
-        assert result.rewards[0] == 2.0 and result.rewards[2] == 3.0
+        assert result.rewards[0] == 2.0 and result.rewards[2] == 3.0, make
 
 
 def test_function_spec_runs_in_the_worker() -> None:
