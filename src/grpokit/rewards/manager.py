@@ -10,6 +10,10 @@ manager is built, killed when a call passes `timeout_s` or breaks a limit and re
 ~20-35 ms once per worker start; `bench/reward_sandbox.py`); math_verify itself takes 25-35 ms; code_exec
 ~25 ms per program.
 `isolation="process"` sends every reward to the worker, `"inline"` none (no timeout then).
+A spec that runs in the worker (`module:function`, `file.py:function`, `math_verify`, `code_exec`) is imported
+and inspected there only, after the sandbox is in place: a reward module's top-level code never runs in the
+trainer. Its errors (no such module or function, a signature that fits no convention, an import that raises)
+still surface when the manager is built, reported by the worker. Only `isolation="inline"` imports it here.
 
 Conventions: each function is called by its signature — grpokit `fn(completions, examples)`, TRL keyword
 style, or verl `compute_score` (see `signature.py`); `score(..., prompts=, completion_ids=, trainer_state=)`
@@ -34,22 +38,28 @@ from typing import Any
 
 from .. import metric_names as mn
 from ..data.example import Example
-from .isolation import InlineRunner, ProcessRunner, RewardCallError, RewardCallLimit, RewardCallTimeout
-from .registry import RewardFn, is_isolated, load_reward
+from .isolation import (
+    InlineRunner,
+    ProcessRunner,
+    RewardCallError,
+    RewardCallLimit,
+    RewardCallTimeout,
+    SandboxBroken,
+)
+from .registry import RewardFn, check_spec, is_isolated, load_reward
 from .result import (
     COMPLETION_CHARS,
-    FAILURE_KINDS,
     RewardFailure,
     RewardResult,
     failure_error,
 )
 from .sandbox import SandboxLimits
 from .signature import AdaptedReward, CallContext, adapt
-from .wire import InvalidValue, NotAList
+from .values import MAX_ABS_VALUE, batch_metrics, check_value, shape_message
 
 log = logging.getLogger(__name__)
 ISOLATION_MODES = ("auto", "process", "inline")
-MAX_ABS_VALUE = 1e6
+LOAD_TIMEOUT_S = 120.0  # how long a worker may take to import the reward modules it resolves (heavy imports)
 # the failure kind (of FAILURE_KINDS) a reward call's exception records, first match in this order
 _CALL_FAILURE_KINDS: dict[type[Exception], str] = {
     RewardCallTimeout: "timeout",
@@ -64,8 +74,14 @@ class _Reward:
     name: str  # key in per_reward and metrics: the built-in name, or the function name of a user spec
     spec: str
     weight: float
-    fn: AdaptedReward
+    fn: AdaptedReward | None  # None: a spec only the worker imports (see `in_worker`)
     isolated: bool
+    convention: str = ""  # grpokit, trl or verl, from the signature (reported by the worker for its specs)
+
+    @property
+    def in_worker(self) -> str | None:
+        """The spec the worker imports and inspects itself, never the trainer; None for a function given."""
+        return self.spec if self.fn is None else None
 
 
 def _failure_kind(e: Exception) -> str:
@@ -86,30 +102,6 @@ def _display_name(spec: str, taken: set[str]) -> str:
     """The function's own name (`brevity` for `__main__:make.<locals>.brevity`), the full spec when taken."""
     name = spec.rpartition(":")[2].rpartition(".")[2] if ":" in spec else spec
     return spec if name in taken else name
-
-
-def _mean(values: list[float]) -> float:
-    finite = [v for v in values if not math.isnan(v)]
-    return sum(finite) / len(finite) if finite else float("nan")
-
-
-def check_value(value: Any, max_abs: float = MAX_ABS_VALUE) -> tuple[float | None, str | None, str]:
-    """(float value, or None when not applicable; failure kind or None; message) for one returned value."""
-    if value is None:
-        return None, None, ""
-    if isinstance(value, InvalidValue):  # checked in the worker already, where the value itself lives
-        return math.nan, "exception", f"returned {value.description}, expected a float"
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
-        return math.nan, "exception", f"returned {type(value).__name__} {repr(value)[:60]}, expected a float"
-    try:
-        f = float(value)
-    except (TypeError, ValueError, OverflowError) as e:
-        return math.nan, "exception", f"returned {type(value).__name__} that is not a float ({e})"
-    if not math.isfinite(f):
-        return math.nan, "nan", f"returned {f}"
-    if abs(f) > max_abs:
-        return math.nan, "nan", f"returned {f:g}, outside +-{max_abs:g} (RewardManager max_abs_value); scale it down"
-    return f, None, ""
 
 
 class RewardManager:
@@ -149,29 +141,57 @@ class RewardManager:
         self.max_abs_value = float(max_abs_value)
         self.rewards: list[_Reward] = []
         for entry, weight in specs:
-            spec = _spec_text(entry)
-            if any(r.spec == spec for r in self.rewards):
-                raise ValueError(f"reward {spec!r} is listed twice; give it once with the summed weight")
-            if not math.isfinite(float(weight)):
-                raise ValueError(f"reward {spec!r}: weight must be a finite number, got {weight!r}")
-            # loaded here, so errors surface now and the forked worker inherits the function
-            fn = adapt(entry if callable(entry) else load_reward(spec))
-            untrusted = callable(entry) or is_isolated(spec)
-            isolated = isolation == "process" or (isolation == "auto" and untrusted)
-            name = _display_name(spec, {r.name for r in self.rewards})
-            self.rewards.append(_Reward(name, spec, float(weight), fn, isolated))
-            where = "sandboxed worker" if isolated and sandbox is not None else "worker" if isolated else "in-process"
-            log.info("reward %s: %s-style function, weight %g, %s", name, fn.convention, weight, where)
+            self.rewards.append(self._reward(entry, weight, isolation))
         names = {r.name: r.name for r in self.rewards} | {r.spec: r.name for r in self.rewards}
         if correctness is not None and correctness not in names:
             raise ValueError(f"correctness={correctness!r} is not one of the rewards {sorted(names)}")
         self.correctness = names[correctness] if correctness is not None else self.rewards[0].name
         self._inline = InlineRunner()
-        self._process = ProcessRunner(
-            {r.name: r.fn for r in self.rewards if r.isolated}, sandbox=sandbox, cpu_s=self.timeout_s
-        )
+        table = {r.name: r.in_worker or r.fn for r in self.rewards if r.isolated}
+        self._process = ProcessRunner(table, sandbox=sandbox, cpu_s=self.timeout_s)  # type: ignore[arg-type]
         if any(r.isolated for r in self.rewards):
             self._process.start()  # fork early, before the trainer starts its threads
+        if any(r.in_worker for r in self.rewards):
+            self._take_load_report(max(LOAD_TIMEOUT_S, self.timeout_s))
+        worker = "sandboxed worker" if sandbox is not None else "worker"
+        for r in self.rewards:
+            where = worker if r.isolated else "in-process"
+            log.info("reward %s: %s-style function, weight %g, %s", r.name, r.convention, r.weight, where)
+
+    def _reward(self, entry: str | RewardFn, weight: float, isolation: str) -> _Reward:
+        """One (reward, weight) pair checked. A spec that runs in the worker is only checked by its text here:
+        the worker imports it (`ProcessRunner`), so a reward module's code never runs in the trainer."""
+        spec = _spec_text(entry)
+        if any(r.spec == spec for r in self.rewards):
+            raise ValueError(f"reward {spec!r} is listed twice; give it once with the summed weight")
+        if not math.isfinite(float(weight)):
+            raise ValueError(f"reward {spec!r}: weight must be a finite number, got {weight!r}")
+        untrusted = callable(entry) or is_isolated(spec)
+        isolated = isolation == "process" or (isolation == "auto" and untrusted)
+        name = _display_name(spec, {r.name for r in self.rewards})
+        if callable(entry) or not isolated:  # a function given, or a spec run in-process (built-ins, "inline")
+            fn = adapt(entry if callable(entry) else load_reward(spec))
+            return _Reward(name, spec, float(weight), fn, isolated, fn.convention)
+        check_spec(spec)
+        return _Reward(name, spec, float(weight), None, isolated)
+
+    def _take_load_report(self, timeout: float) -> None:
+        """Wait for the worker to import the specs it resolves; record their conventions, or close the worker and
+        raise ValueError naming what failed. A sandbox that cannot be set up is left to fail each call instead."""
+        specs = [r.spec for r in self.rewards if r.in_worker]
+        try:
+            report = self._process.loaded(timeout)
+        except SandboxBroken:
+            return
+        except RewardCallError as e:
+            self.close()
+            raise ValueError(f"reward {', '.join(map(repr, specs))}: the reward worker failed to load it: {e}") from e
+        for r in self.rewards:
+            outcome = report.get(r.name, {}) if r.in_worker else {}
+            if "error" in outcome:
+                self.close()
+                raise ValueError(outcome["error"])
+            r.convention = outcome.get("convention", r.convention)
 
     @property
     def sandbox(self) -> dict[str, str]:
@@ -224,7 +244,7 @@ class RewardManager:
             if isinstance(out, list) and len(out) == n:
                 values, failures = self._values(r, out, completions)
                 return values, failures, False
-            kind, msg = "wrong_count", _shape_message(out, n)
+            kind, msg = "wrong_count", shape_message(out, n)
         except _CALL_FAILURES as e:
             kind, msg = _failure_kind(e), str(e)
         if n == 1:  # the batch is the sample: no need to call it again
@@ -249,7 +269,7 @@ class RewardManager:
                     [values[i]], fails = self._values(r, out, [completions[i]], offset=i)
                     failures.extend(fails)
                 else:
-                    kind, msg = "wrong_count", _shape_message(out, 1)
+                    kind, msg = "wrong_count", shape_message(out, 1)
             except _CALL_FAILURES as e:
                 kind, msg = _failure_kind(e), str(e)
             if kind:
@@ -323,7 +343,7 @@ class RewardManager:
         )
         rewards, failed = self._combine(completions, per_reward, failures)
         accuracy = per_reward[self.correctness]
-        metrics |= _batch_metrics(rewards, accuracy, per_reward, failures, len(failed))
+        metrics |= batch_metrics(rewards, accuracy, per_reward, failures, len(failed))
         metrics[mn.REWARD_SECONDS] = time.perf_counter() - t0
         if failures:
             first = failures[0]
@@ -338,42 +358,3 @@ class RewardManager:
                 first.message,
             )
         return RewardResult(rewards, accuracy, per_reward, failures, metrics)
-
-
-def _batch_metrics(
-    rewards: list[float],
-    accuracy: list[float],
-    per_reward: dict[str, list[float]],
-    failures: list[RewardFailure],
-    n_failed: int,
-) -> dict[str, float]:
-    """Mean reward and accuracy, failed share and failures by kind, and each reward's mean and share of samples it
-    does not apply to (None, not failed)."""
-    n = len(rewards)
-    metrics = {
-        mn.REWARD_MEAN: _mean(rewards),
-        mn.REWARD_ACCURACY: _mean(accuracy),
-        mn.REWARD_FAIL_FRAC: n_failed / n if n else 0.0,
-    }
-    metrics |= {f"{mn.REWARD_FAILURES_PREFIX}{k}": float(sum(f.kind == k for f in failures)) for k in FAILURE_KINDS}
-    metrics |= {f"{mn.REWARD_PREFIX}{name}_mean": _mean(v) for name, v in per_reward.items()}
-    failed_by = {name: {f.index for f in failures if f.reward == name} for name in per_reward}
-    metrics |= {
-        f"{mn.REWARD_PREFIX}{name}_none_frac": sum(math.isnan(x) and i not in failed_by[name] for i, x in enumerate(v))
-        / n
-        for name, v in per_reward.items()
-        if n
-    }
-    return metrics
-
-
-def _shape_message(out: Any, n: int) -> str:
-    """Why a reward's return value is not one value per completion, and, when it is no list at all, the fix."""
-    what = f"{n} completion" + ("s" if n != 1 else "")
-    if isinstance(out, list):
-        return f"returned {len(out)} values for {what}"
-    name = out.type_name if isinstance(out, NotAList) else type(out).__name__
-    return (
-        f"returned a {name} instead of a list for {what}; return a list (or tuple) holding one float, or None "
-        "where the reward does not apply, per completion, in the completions' order"
-    )

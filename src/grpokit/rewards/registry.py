@@ -70,11 +70,19 @@ def is_isolated(spec: str) -> bool:
     return spec not in REWARDS or REWARDS[spec].isolated
 
 
-def _import_module(spec: str, module: str, attr: str) -> object:
+def _file_of(spec: str, module: str, cwd: str | None) -> Path:
+    """The file of a `path/file.py` module, relative paths taken from `cwd`; ValueError when it is not a file."""
+    path = Path(module).expanduser()
+    if cwd is not None and not path.is_absolute():
+        path = Path(cwd) / path
+    if not path.is_file():
+        raise ValueError(f"reward {spec!r}: file {module!r} does not exist")
+    return path
+
+
+def _import_module(spec: str, module: str, attr: str, cwd: str | None = None) -> object:
     if module.endswith(".py"):
-        path = Path(module).expanduser()
-        if not path.is_file():
-            raise ValueError(f"reward {spec!r}: file {str(path)!r} does not exist")
+        path = _file_of(spec, module, cwd)
         name = f"grpokit_user_reward_{path.stem}"
         mspec = importlib.util.spec_from_file_location(name, path)
         if mspec is None or mspec.loader is None:
@@ -93,12 +101,17 @@ def _import_module(spec: str, module: str, attr: str) -> object:
         ) from e
 
 
-def _load_target(spec: str, target: str) -> Callable[..., object]:
+def _split(spec: str, target: str) -> tuple[str, str]:
     module, _, attr = target.rpartition(":")
     if not module or not attr:
         raise ValueError(f"reward {spec!r}: expected 'module:function', e.g. 'my_rewards:length_penalty'")
+    return module, attr
+
+
+def _load_target(spec: str, target: str, cwd: str | None = None) -> Callable[..., object]:
+    module, attr = _split(spec, target)
     try:
-        mod = _import_module(spec, module, attr)
+        mod = _import_module(spec, module, attr, cwd)
     except ValueError:
         raise
     except Exception as e:
@@ -114,15 +127,33 @@ def _load_target(spec: str, target: str) -> Callable[..., object]:
     return fn
 
 
-def load_reward(spec: str) -> RewardFn:
-    """A built-in reward by name, or a user function: `pkg.module:function` or `path/file.py:function`."""
+def _unknown(spec: str) -> ValueError:
+    close = difflib.get_close_matches(spec, list(REWARDS), n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return ValueError(
+        f"unknown reward {spec!r}.{hint} Built-ins: {', '.join(sorted(REWARDS))}; "
+        "or give your own function as 'module:function'"
+    )
+
+
+def check_spec(spec: str) -> None:
+    """The errors `load_reward` would raise before importing anything (an unknown name, a spec that is not
+    `module:function`, a file that does not exist): for the trainer, which never imports a user's module."""
+    if spec in REWARDS:
+        return
+    if ":" not in spec:
+        raise _unknown(spec)
+    module, _ = _split(spec, spec)
+    if module.endswith(".py"):
+        _file_of(spec, module, None)
+
+
+def load_reward(spec: str, cwd: str | None = None) -> RewardFn:
+    """A built-in reward by name, or a user function: `pkg.module:function` or `path/file.py:function` (a
+    relative path is taken from `cwd`, default the working directory). Imports the module: its top-level code
+    runs here."""
     if spec in REWARDS:
         return _load_target(spec, REWARDS[spec].target)  # type: ignore[return-value]
     if ":" not in spec:
-        close = difflib.get_close_matches(spec, list(REWARDS), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(
-            f"unknown reward {spec!r}.{hint} Built-ins: {', '.join(sorted(REWARDS))}; "
-            "or give your own function as 'module:function'"
-        )
-    return _load_target(spec, spec)  # type: ignore[return-value]
+        raise _unknown(spec)
+    return _load_target(spec, spec, cwd)  # type: ignore[return-value]

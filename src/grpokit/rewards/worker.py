@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 import traceback
@@ -15,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import calltree, cgroups, linux, wire
+from .registry import load_reward
 from .sandbox import (
     CPU_BUDGET_CALLS,
     SandboxLimits,
@@ -23,6 +25,7 @@ from .sandbox import (
     set_call_cpu_limit,
     start_cpu_budget,
 )
+from .signature import adapt
 
 WORKDIR_PREFIX = "grpokit-reward-"  # the worker's private directory, and its cgroups, are named after it
 
@@ -46,6 +49,37 @@ def as_value_list(out: Any) -> Any:
     if isinstance(out, Sequence) or (hasattr(out, "__array__") and getattr(out, "ndim", None) == 1):
         return list(out)
     return out
+
+
+Table = dict[str, Callable[..., Any] | str]  # key -> a function, or a spec the worker imports itself
+
+
+def _resolve_one(spec: str, cwd: str) -> tuple[Callable[..., Any] | str, dict[str, str]]:
+    """(the adapted function, {"convention": ...}) or (the error message, {"error": ...}) for one spec."""
+    try:
+        fn = adapt(load_reward(spec, cwd))
+        return fn, {"convention": fn.convention}
+    except ValueError as e:
+        return str(e), {"error": str(e)}
+    except BaseException as e:  # SystemExit or KeyboardInterrupt from a module's top-level code
+        message = f"reward {spec!r}: loading it raised {describe_exception(e)}"
+        return message, {"error": message}
+
+
+def resolve(table: Table, cwd: str) -> tuple[Table, dict[str, dict[str, str]]]:
+    """Import and inspect the reward specs of `table` here, in the (sandboxed) worker: the trainer never runs a
+    reward module's code. Relative paths, and the working directory on `sys.path`, are the trainer's `cwd`.
+    Returns the table of functions (an error message where one failed to load) and what to report to the
+    trainer for each spec: its convention, or the error."""
+    sys.path[:] = [os.path.join(cwd, p) for p in sys.path]  # "" meant the trainer's directory, not the worker's
+    functions: Table = {}
+    report: dict[str, dict[str, str]] = {}
+    for key, entry in table.items():
+        if isinstance(entry, str):
+            functions[key], report[key] = _resolve_one(entry, cwd)
+        else:
+            functions[key] = entry
+    return functions, report
 
 
 def _run_one(fn: Callable[..., Any], args: tuple[Any, ...], limits: SandboxLimits | None) -> tuple[str, Any]:
@@ -130,20 +164,21 @@ def _reply(conn: Any, seq: int, status: str, payload: Any) -> None:
 def serve(
     conn: Any,
     parent_end: Any,
-    functions: dict[str, Callable[..., Any]],
+    functions: Table,
     limits: SandboxLimits | None,
     cpu_s: float,
     workdir: str,
     parent_pid: int,
 ) -> None:
-    """Worker loop: confine itself, then receive (seq, key, completions, examples, context) and reply
+    """Worker loop: confine itself (reported as "ready"), import and inspect the reward specs of `functions`
+    (reported as "loaded": `resolve`), then receive (seq, key, completions, examples, context) and reply
     (status, seq, payload) with status "ok", "err", "limit" or "recycle" (CPU budget used up). Whatever a call
     left running is killed before its reply (`calltree`)."""
     parent_end.close()
     if hasattr(os, "setpgrp"):
         os.setpgrp()  # own process group: a kill on timeout also reaches processes the reward started
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle; it then kills us
-    home = calltree.pid_namespace()
+    home, cwd = calltree.pid_namespace(), os.getcwd()
     if limits is not None:
         enforced = _confine(conn, limits, cpu_s, workdir, parent_pid)
         if enforced is None:
@@ -152,9 +187,12 @@ def serve(
     if not own_namespace:
         linux.set_child_subreaper()  # orphans of the reward's programs come to us, to be killed (calltree)
     if limits is not None:
-        how = "kill(-1) in its pid namespace" if own_namespace else "its process group and children"
+        how = "kill(-1) in its pid namespace" if own_namespace else "its children, as a child subreaper"
         enforced["leftover processes"] = f"killed when each call returns ({how})"
-        conn.send_bytes(wire.encode("ready", 0, enforced))
+        conn.send_bytes(wire.encode("ready", 0, enforced))  # sent before any reward code runs here
+    functions, report = resolve(functions, cwd)
+    calltree.end_leftovers(own_namespace)  # whatever a module's import started
+    conn.send_bytes(wire.encode("loaded", 0, report))
     while True:
         try:
             seq, key, completions, examples, context = conn.recv()
@@ -163,7 +201,11 @@ def serve(
         if limits is not None and not set_call_cpu_limit(cpu_s):
             conn.send_bytes(wire.encode("recycle", seq, None))
             return
-        status, payload = _run_one(functions[key], (completions, examples, context), limits)
+        fn = functions[key]
+        if isinstance(fn, str):  # it failed to load in this worker
+            status, payload = "err", fn
+        else:
+            status, payload = _run_one(fn, (completions, examples, context), limits)
         calltree.end_leftovers(own_namespace)
         _reply(conn, seq, status, payload)
 
@@ -171,13 +213,12 @@ def serve(
 class Worker:
     """One worker process, the parent's end of its pipe and its private directory."""
 
-    def __init__(
-        self, ctx: Any, functions: dict[str, Callable[..., Any]], limits: SandboxLimits | None, cpu_s: float
-    ) -> None:
+    def __init__(self, ctx: Any, functions: Table, limits: SandboxLimits | None, cpu_s: float) -> None:
         self.conn, there = ctx.Pipe()
         # the trainer's pid in the name lets a later trainer remove it if this one is killed (see sweep_workdirs)
         self.workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
         self.enforced: dict[str, str] | None = None
+        self.loaded: dict[str, dict[str, str]] | None = None  # each spec's convention or error, once reported
         # not a daemon, so rewards may use multiprocessing themselves; the finalizer below stops it at exit
         self.proc = ctx.Process(
             target=serve,
