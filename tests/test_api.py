@@ -143,3 +143,22 @@ def test_prompt_only_data_without_reward_functions_is_one_clear_error(tmp_path: 
     assert cfg.data.answer_key is None
     with pytest.raises(ValueError, match=r"reward.functions is empty and data.answer_key is null"):
         open_session(cfg)
+
+
+def test_output_dir_is_the_run_directory_claimed_as_the_cli_claims_it(tmp_path: Path) -> None:
+    """`grpokit.train(output_dir=...)` writes the run into exactly that folder (TRL's meaning), claimed with the
+    CLI's marker; a second run into it is refused; a run name that would leave `out` is refused."""
+    from grpokit.api import train
+    from grpokit.output_dir import OutputDirError
+    from grpokit.rundir import MARKER
+
+    small = dict(model="tiny", steps=1, prompts_per_step=1, group_size=2, max_new_tokens=2, eval_size=1)
+    exact, parent = tmp_path / "exact", tmp_path / "parent"
+    result = train(output_dir=str(exact), out=str(parent), **small)
+    assert result.run_dir == exact and (exact / MARKER).exists() and (exact / "metrics.jsonl").exists()
+    assert not parent.exists()
+    with pytest.raises(OutputDirError, match="already holds a run"):
+        train(output_dir=str(exact), **small)
+    with pytest.raises(OutputDirError, match="not a plain folder name"):
+        train(out=str(parent), run_name="../escaped", **small)
+    assert not (tmp_path / "escaped").exists()

@@ -16,13 +16,13 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .config import Config, ConfigError, _suggest, build_config
+from .output_dir import claim_new_run
 
 SECTION_ORDER = ("train", "rollout", "data", "model", "reward", "algo", "monitor", "critic")
 
@@ -120,15 +120,6 @@ def save_dataset(data: Any, path: Path, arg: str) -> str:
     return str(path.resolve())
 
 
-def new_run_dir(root: str | Path, recipe: str, stem: str, name: str | None) -> Path:
-    """A fresh run directory under `root`: `name`, else `<recipe>-<stem>-<time>`, with `-k` added when taken."""
-    base = Path(root) / (name or f"{recipe}-{stem}-{time.strftime('%Y%m%d-%H%M%S')}")
-    run, i = base, 1
-    while run.exists() and any(run.iterdir()):
-        run, i = Path(f"{base}-{i}"), i + 1
-    return run
-
-
 def train(
     recipe: str = "grpo",
     model: str | None = None,
@@ -164,7 +155,7 @@ def train(
         direct["data.eval_data"] = eval_dataset
     cfg = build_config(recipe, config_file=config, **direct)
     stem = "dataset" if in_memory else Path(cfg.data.task).stem
-    run_dir = new_run_dir(cfg.train.out, cfg.recipe, stem, run_name)
+    run_dir = claim_new_run(cfg.train.out, cfg.train.output_dir, cfg.recipe, stem, run_name)
     if in_memory:
         cfg.data.task = save_dataset(train_dataset, run_dir / "data" / "train", "train_dataset")
     if eval_dataset is not None and not isinstance(eval_dataset, str):

@@ -6,7 +6,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,8 @@ def cmd_recipes(args: argparse.Namespace) -> int:
         cfg = build_config(args.name)
         meta = load_recipe(args.name)
         if meta.get("description"):
-            print(f"# {cfg.recipe}: {meta['description']} ({meta.get('paper', '')}; spec {meta.get('spec', '')})")
+            math = f"docs/math.md {meta.get('spec', '')}"
+            print(f"# {cfg.recipe}: {meta['description']} ({meta.get('paper', '')}; {math})")
         print("# components, each with its bound parameters (the paper's default where the recipe sets none);")
         print("# change one with --set algo.<parameter>=<value>, or the component with --set algo.<slot>=<name>")
         bound = {slot: {name: params} for slot, (name, params) in cfg.algo.bound().items()}
@@ -77,16 +77,9 @@ def _config_from_args(args: argparse.Namespace):
 
 
 def _new_run_dir(cfg: Any, name: str | None) -> Path:
-    if cfg.train.output_dir:  # exactly that folder, as TRL's output_dir (refused when it holds a run)
-        from .output_dir import claim_output_dir
+    from .output_dir import claim_new_run
 
-        return claim_output_dir(cfg.train.output_dir)
-    root = Path(cfg.train.out)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    run = root / (name or f"{cfg.recipe}-{Path(cfg.data.task).stem}-{stamp}")
-    from .rundir import claim_run_dir
-
-    return claim_run_dir(run)  # atomic: two runs started at once never share a directory
+    return claim_new_run(cfg.train.out, cfg.train.output_dir, cfg.recipe, Path(cfg.data.task).stem, name)
 
 
 def _rank0_run_dir(cfg: Any, name: str | None) -> Path:

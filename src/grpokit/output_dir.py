@@ -7,9 +7,11 @@ runs never mix their logs and checkpoints; continue that run with `--resume` ins
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
-from .rundir import MARKER, create_claim, take_over_stale_claim
+from .rundir import MARKER, claim_run_dir, create_claim, take_over_stale_claim
 
 RUN_MARKERS = ("config.yaml", "metrics.jsonl", "checkpoints")
 
@@ -51,3 +53,15 @@ def claim_output_dir(path: str | Path) -> Path:
             "directory"
         )
     return run
+
+
+def claim_new_run(out: str | Path, output_dir: str | None, recipe: str, stem: str, name: str | None = None) -> Path:
+    """The one way a new run claims its directory (CLI and Python API alike): `output_dir` itself when set (as
+    TRL's, refused when it holds a run), else a new sub-folder of `out` named `name` or `<recipe>-<stem>-<time>`
+    (`-1`, `-2`, ... added when taken), claimed atomically. A name that would leave `out` is refused."""
+    if output_dir:
+        return claim_output_dir(output_dir)
+    leaf = name or f"{recipe}-{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if not leaf or leaf in (".", "..") or "/" in leaf or os.sep in leaf or "\0" in leaf:
+        raise OutputDirError(f"run name {leaf!r} is not a plain folder name; use letters, digits, '-', '_' or '.'")
+    return claim_run_dir(Path(out) / leaf)
