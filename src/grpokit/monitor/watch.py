@@ -59,6 +59,7 @@ class Watcher:
         self.command_ran = False
         self._state: dict[int, tuple[str, int | None]] = {}
         self._signature: tuple[int, float] | None = None
+        self._held = False  # the newest row was held back at the last read
 
     def poll(self, final: bool = False) -> int:
         """Read the log once; feed the rows not seen yet (the newest too when `final` or the log stopped changing);
@@ -68,12 +69,15 @@ class Watcher:
         sig = _signature(self.path)
         settled = final or sig == self._signature
         self._signature = sig
+        if settled and not self._held and not final:
+            return 0  # nothing new since the last read: a large log is not re-read every poll
         log = read_run(self.path, self.run)
         if self.monitor is None:
             self.flavor, self.context = log.flavor, dict(log.context)
             self.monitor = Monitor(self.context)
         rows = [r for r in log.rows if int(r["step"]) > self.last_step]
-        if rows and not settled:
+        self._held = bool(rows) and not settled
+        if self._held:
             rows = rows[:-1]  # the newest row may still be being written: wait for a later step or quiet
         for r in rows:
             self.last_step = int(r["step"])
