@@ -48,7 +48,18 @@ def test_fixtures_are_detected_as_their_source(path, source):
 
 
 def test_registry_lists_every_source():
-    assert list(READERS) == ["grpokit", "trl", "verl", "wandb", "console", "tensorboard"]
+    assert list(READERS) == [
+        "grpokit",
+        "trl",
+        "verl",
+        "wandb",
+        "skyrl",
+        "nemo-rl",
+        "prime-rl",
+        "slime",
+        "console",
+        "tensorboard",
+    ]
 
 
 def test_mapping_tables_only_target_canonical_names():

@@ -19,6 +19,11 @@ Supported sources (the registry `READERS` holds them; `docs/doctor.md` has the s
   progress bar, and a file holding several trainings, e.g. SFT then GRPO, is split into runs), or OpenRLHF's
   output (`Global step N: {...}` status lines, else the status postfix of its `Episode` bar, else its `Train epoch`
   bars; see `readers_openrlhf.py`), names mapped with `OPENRLHF_NAMES`.
+- `skyrl`, `nemo-rl`, `prime-rl`, `slime`: those trainers' printed output, each recognised by its own lines before
+  the generic `console` reader (`console_skyrl`, `console_nemo`, `console_prime`, `console_slime`; tables in
+  `names_more`). SkyRL prints no step number: steps are counted from its `Started: 'step'` lines and progress bar
+  (a note says so); NeMo-RL's step is its `Step N/M` banner; a prime-rl output directory's `logs/trainer.log` and
+  `logs/orchestrator.log` are one run; slime's rollout-level dicts join the row of the rollout's first training step.
 - `verl`: verl's JSONL file logger (`{"step": N, "data": {...}}` per line, or flat keys). Names: `VERL_NAMES` and
   `VERL_PATTERNS` (0.3+ names and older aliases such as `actor/entropy_loss`).
 - `wandb`: W&B run-history exports: the UI's CSV (`Step`, `<run> - <metric>` columns, several runs per file) or the
@@ -35,8 +40,9 @@ match is only approximate.
 
 Modules: `names` (mapping tables), `values` (numbers out of logs), `canonical` (`RunLog`, mappers, the `Reader`
 interface), one module per format (`grpokit_run`, `trl_state`, `jsonl` (verl), `console` with `console_verl` /
-`console_trl` (and `monitor/readers_openrlhf.py`), `wandb_export`, `tensorboard_events`), and `discovery` (the
-registry, the search of a path, `read_runs`).
+`console_trl` (and `monitor/readers_openrlhf.py`), `console_skyrl`, `console_nemo`, `console_prime`,
+`console_slime` (with `console_text`, what they share, and `names_more`, their tables), `wandb_export`,
+`tensorboard_events`), and `discovery` (the registry, the search of a path, `read_runs`).
 """
 
 from __future__ import annotations

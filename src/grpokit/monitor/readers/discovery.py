@@ -7,6 +7,10 @@ from pathlib import Path
 
 from .canonical import Reader, RunLog, Segment, _canonicalise
 from .console import ConsoleReader, _console_kind, _read_text
+from .console_nemo import NemoRLReader
+from .console_prime import PrimeRLReader
+from .console_skyrl import SkyRLReader
+from .console_slime import SlimeReader
 from .grpokit_run import GrpokitReader
 from .jsonl import VerlJsonlReader
 from .tensorboard_events import TensorBoardReader
@@ -14,18 +18,32 @@ from .trl_state import TrlReader
 from .wandb_export import WandbReader
 
 #: The readers, in detection order (a grpokit run directory also holds TensorBoard events; a TRL output
-#: directory too: the richer, native log wins).
+#: directory too: the richer, native log wins). The consoles of SkyRL, NeMo-RL, prime-rl and slime are each
+#: recognised by their own lines before the generic console reader is asked.
 READERS: dict[str, Reader] = {
     r.name: r
-    for r in (GrpokitReader(), TrlReader(), VerlJsonlReader(), WandbReader(), ConsoleReader(), TensorBoardReader())
+    for r in (
+        GrpokitReader(),
+        TrlReader(),
+        VerlJsonlReader(),
+        WandbReader(),
+        SkyRLReader(),
+        NemoRLReader(),
+        PrimeRLReader(),
+        SlimeReader(),
+        ConsoleReader(),
+        TensorBoardReader(),
+    )
 }
 
 SUPPORTED = (
     "grpokit run directory (metrics.jsonl); "
     "TRL output directory or trainer_state.json (also checkpoint-*/trainer_state.json); "
     "a console log of TRL/transformers (per-step dicts), verl (lines 'step:N - key:value - ...') or OpenRLHF "
-    "('Global step N: {...}' lines or its progress bars); "
-    "verl JSONL metrics file; W&B history export (CSV or JSON); "
+    "('Global step N: {...}' lines or its progress bars), SkyRL (loguru lines of skyrl_train.trainer), NeMo-RL "
+    "('===== Step N/M =====' banners and 'Training Results' bullets), prime-rl ('Step N | ... | Loss x | Entropy y' "
+    "or '... | Reward x | ...'; a run directory's logs/trainer.log and logs/orchestrator.log are one run) or slime "
+    "('step N: {...}' dicts of train/ keys); verl JSONL metrics file; W&B history export (CSV or JSON); "
     "TensorBoard event file or directory (events.out.tfevents.*); or a folder holding any of these"
 )
 
@@ -34,9 +52,9 @@ _MAX_ENTRIES = 20000
 
 
 def _native_run_dir(p: Path) -> tuple[str, list[Path]] | None:
-    """A directory that is one run in a native format (grpokit run, TRL output dir): its sub-folders (tb/,
-    checkpoints) belong to it and are not searched."""
-    for name in ("grpokit", "trl"):
+    """A directory that is one run in a native format (grpokit run, TRL output dir, prime-rl output dir): its
+    sub-folders (tb/, checkpoints, logs/) belong to it and are not searched."""
+    for name in ("grpokit", "trl", "prime-rl"):
         found = READERS[name].runs(p)
         if found:
             return name, found[0][1]
