@@ -373,7 +373,8 @@ def test_private_directory_is_a_size_limited_tmpfs_only_the_worker_sees() -> Non
 
 FALLBACK_SCRIPT = """
 import os, socket, sys
-from grpokit.rewards.sandbox import SandboxLimits, _install_audit_hook, classify_violation
+from grpokit.rewards.sandbox import SandboxLimits, _install_audit_hook
+from grpokit.rewards.violations import classify_violation
 os.chdir(sys.argv[1])
 _install_audit_hook(block_network=True, roots=[os.path.realpath(sys.argv[1])])
 limits = SandboxLimits()
@@ -445,19 +446,103 @@ def test_a_sandbox_that_cannot_be_set_up_fails_each_sample_with_the_reason() -> 
     assert "['/no/such/dir']" in failure.message and "sandbox=None skips it" in failure.message
 
 
-def test_secret_looking_environment_variables_do_not_reach_the_reward(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GRPOKIT_TEST_API_KEY", "s3cret")
-    monkeypatch.setenv("GRPOKIT_TEST_PLAIN", "visible")
+SECRETS = {  # credentials under names no "*TOKEN*"-style filter finds
+    "DATABASE_URL": "postgres://admin:hunter2@db/prod",
+    "GH_PAT": "ghp_s3cret",
+    "HTTPS_PROXY": "http://user:pass@proxy:3128",
+    "MLFLOW_TRACKING_URI": "https://user:pass@mlflow",
+    "PIP_INDEX_URL": "https://user:pass@pypi.internal/simple",
+    "SENTRY_DSN": "https://key@sentry.io/1",
+    "GRPOKIT_TEST_API_KEY": "s3cret",
+}
 
-    def peek(completions, examples):
-        return [
-            float("GRPOKIT_TEST_API_KEY" in os.environ) + 10 * float(os.environ.get("GRPOKIT_TEST_PLAIN") == "visible")
-        ]
 
-    with RewardManager([(peek, 1.0)], sandbox=LIMITS) as m:
-        assert m.score(["x"], [EX]).rewards == [10.0]
-    with RewardManager([(peek, 1.0)], sandbox=SandboxLimits(memory_mb=512, network=True)) as m:
-        assert m.score(["x"], [EX]).rewards == [11.0]  # a reward allowed the network keeps its credentials
+def _seen(names: list[str]):
+    """A reward returning, per name, 1.0 when that environment variable reached it (one completion per name)."""
+    return lambda completions, examples: [float(n in os.environ) for n in names]
+
+
+def test_only_allow_listed_or_passed_through_variables_reach_the_reward(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("WANDB_PROJECT", "x")
+    secrets = sorted(SECRETS)
+    names = [*secrets, "PATH", "OMP_NUM_THREADS", "WANDB_PROJECT"]
+    examples = [EX] * len(names)
+    with RewardManager([(_seen(names), 1.0)], sandbox=LIMITS) as m:
+        assert dict(zip(names, m.score(names, examples).rewards)) == {
+            **dict.fromkeys(secrets, 0.0),
+            **dict.fromkeys(["PATH", "OMP_NUM_THREADS"], 1.0),
+            "WANDB_PROJECT": 0.0,
+        }
+        assert m.sandbox["environment"].startswith("allow-list")
+    # a name passed through, exactly or by pattern, does reach it; with the network allowed nothing more does
+    limits = SandboxLimits(memory_mb=512, network=True, env=("GRPOKIT_TEST_API_KEY", "WANDB_*"))
+    with RewardManager([(_seen(names), 1.0)], sandbox=limits) as m:
+        seen = dict(zip(names, m.score(names, examples).rewards))
+    assert seen == {**dict.fromkeys(secrets, 0.0), "GRPOKIT_TEST_API_KEY": 1.0} | dict.fromkeys(
+        ["PATH", "OMP_NUM_THREADS", "WANDB_PROJECT"], 1.0
+    )
+
+
+def _read(paths: list[str]):
+    """A reward returning, per completion, 1.0 when it could read the file that completion names."""
+
+    def read(completions, examples):
+        out = []
+        for path in completions:
+            try:
+                with open(path, "rb") as f:
+                    f.read()
+                out.append(1.0)
+            except PermissionError:
+                out.append(0.0)
+        return out
+
+    return read
+
+
+def test_reward_reads_only_python_the_system_and_what_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With read=limited (the default) ~/.ssh and any file outside Python, the system and the given paths are
+    unreadable, where Landlock is available; read=all and readable=(...) widen it, each by name."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    key = home / ".ssh" / "id_ed25519"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----")
+    elsewhere = tmp_path / "elsewhere" / "notes.txt"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("private")
+    monkeypatch.setenv("HOME", str(home))
+    trainer_env = f"/proc/{os.getpid()}/environ"
+    files = [str(key), str(elsewhere), trainer_env, sys.executable, "/etc/passwd"]
+    examples = [EX] * len(files)
+    with RewardManager([(_read(files), 1.0)], max_fail_frac=1.0, sandbox=LIMITS) as m:
+        if m.sandbox["filesystem"] != "landlock":
+            pytest.skip(f"no Landlock here: {m.sandbox['filesystem']}")
+        assert m.score(files, examples).rewards == [0.0, 0.0, 0.0, 1.0, 1.0]
+    wider = SandboxLimits(memory_mb=512, readable=(str(elsewhere.parent),))
+    with RewardManager([(_read(files), 1.0)], max_fail_frac=1.0, sandbox=wider) as m:
+        assert m.score(files, examples).rewards == [0.0, 1.0, 0.0, 1.0, 1.0]
+    everything = SandboxLimits(memory_mb=512, read="all")
+    with RewardManager([(_read(files), 1.0)], max_fail_frac=1.0, sandbox=everything) as m:
+        assert m.sandbox["reading"] == "not restricted (read=all)"
+        assert m.score(files, examples).rewards == [1.0, 1.0, 0.0, 1.0, 1.0]  # the trainer stays out of reach
+
+
+def test_a_denied_read_is_a_sandbox_failure_naming_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    secret = tmp_path / ".netrc"
+    secret.write_text("machine api.example.com password s3cret")
+
+    def steal(completions, examples):
+        return [float(len(secret.read_text()))]
+
+    failure = _only_failure(_score_one(steal)[0])
+    assert failure.kind == "sandbox" and failure.message.startswith("filesystem: permission denied")
+    assert str(secret) in failure.message and "reading only" in failure.message
 
 
 def test_garbage_written_to_the_pipe_is_never_unpickled_by_the_trainer(tmp_path: Path) -> None:
@@ -674,3 +759,35 @@ def test_a_reward_modules_top_level_code_runs_only_in_the_sandbox(
     path.write_text("def other(completions, examples):\n    return [1.0]\n")
     with pytest.raises(ValueError, match=r"has no attribute 'reward'; its public callables: \['other'\]"):
         RewardManager([(spec, 1.0)], sandbox=LIMITS)
+
+
+def test_sandbox_config_keys_reach_the_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """reward.sandbox_env passes a variable on, the data file is readable, reward.sandbox_read is checked."""
+    from grpokit.config import ConfigError, build_config
+    from grpokit.session import reward_sandbox
+
+    data = tmp_path / "data" / "train.jsonl"
+    data.parent.mkdir()
+    data.write_text('{"prompt": "1+1", "answer": "2"}\n')
+    beside = data.parent / "answers_key.txt"
+    beside.write_text("secret")
+    monkeypatch.setenv("GH_PAT", "ghp_s3cret")
+    monkeypatch.setenv("SENTRY_DSN", "https://key@sentry.io/1")
+    cfg = build_config("grpo", overrides=[f"data.task={data}", "reward.sandbox_env=[GH_PAT]"])
+    limits = reward_sandbox(cfg)
+    assert limits.read == "limited" and limits.env == ("GH_PAT",) and str(data) in limits.readable
+
+    def probe(completions, examples):
+        got = [float(os.environ.get("GH_PAT") == "ghp_s3cret"), float("SENTRY_DSN" in os.environ)]
+        for path in (data, beside):
+            try:
+                got.append(float(len(path.read_text()) > 0))
+            except PermissionError:
+                got.append(0.0)
+        return [sum(v * 10**i for i, v in enumerate(got))]
+
+    with RewardManager([(probe, 1.0)], sandbox=limits) as m:
+        assert m.score(["x"], [EX]).rewards == [1.0 + 100.0]  # GH_PAT and the data file; not SENTRY_DSN or beside
+    assert reward_sandbox(build_config("grpo", overrides=["reward.sandbox_read=all"])).read == "all"
+    with pytest.raises(ConfigError, match=r"reward.sandbox_read='everything' is invalid: use limited .* or all"):
+        build_config("grpo", overrides=["reward.sandbox_read=everything"])

@@ -5,6 +5,7 @@ manager and data, built once from a config. Nothing here trains: the trainer add
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from .data.split import TaskData, load_task_data
 from .distributed import broadcast_object, device_for_rank, init_distributed
 from .models import Precision, autocast_ctx, load_model_and_tokenizer, resolve_precision
 from .rewards import RewardManager
+from .rewards.limits import SandboxLimits
 from .rollout import RolloutEngine, SamplingParams, build_engine, check_engine
 
 
@@ -45,6 +47,15 @@ def lora_options(cfg: Config) -> dict[str, Any] | None:
         "dropout": m.lora_dropout,
         "target_modules": list(m.lora_target_modules),
     }
+
+
+def reward_sandbox(cfg: Config) -> SandboxLimits:
+    """The reward sandbox of a run: what `reward.sandbox_*` asks, with the data files and the run directory
+    (`train.output_dir`, else the `train.out` folder that holds the runs) readable under `sandbox_read=limited`."""
+    r = cfg.reward
+    places = [cfg.data.task, cfg.data.eval_data, cfg.train.output_dir or cfg.train.out]
+    data_and_run = [os.path.abspath(p) for p in places if p and os.path.exists(p)]
+    return SandboxLimits(read=r.sandbox_read, readable=(*data_and_run, *r.sandbox_readable), env=tuple(r.sandbox_env))
 
 
 @dataclass
@@ -120,7 +131,10 @@ def open_session(
     funcs: list[Any] = [(functions or {}).get(f, f) for f in cfg.reward.functions] or [data.default_reward]
     weights = list(cfg.reward.weights) or [1.0] * len(funcs)
     rewards = RewardManager(
-        list(zip(funcs, weights)), timeout_s=cfg.reward.timeout_s, max_fail_frac=cfg.reward.max_fail_frac
+        list(zip(funcs, weights)),
+        timeout_s=cfg.reward.timeout_s,
+        max_fail_frac=cfg.reward.max_fail_frac,
+        sandbox=reward_sandbox(cfg),
     )
     session = Session(cfg, device, prec, model, tokenizer, None, rewards, data)  # type: ignore[arg-type]
     session.engine = build_engine(cfg.rollout.engine, session)

@@ -75,6 +75,11 @@ def value_checks(cfg: Config) -> list[tuple[str, bool, str]]:
         ),
         ("reward.max_fail_frac", 0 <= cfg.reward.max_fail_frac <= 1, "use a fraction in [0, 1]"),
         (
+            "reward.sandbox_read",
+            cfg.reward.sandbox_read in ("limited", "all"),
+            "use limited (Python, the system, the data and the run directory) or all (every file you can read)",
+        ),
+        (
             "train.report_to",
             set(t.report_to) <= {"tensorboard", "wandb", "mlflow", "trackio"},
             "use a list of tensorboard, wandb, mlflow, trackio (or [] for none)",

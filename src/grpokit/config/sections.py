@@ -71,12 +71,22 @@ class RolloutConfig:
 
 @dataclass
 class RewardConfig:
-    """Reward functions (`name` or `module:function`) and weights; isolation limits."""
+    """Reward functions (`name` or `module:function`) and weights; isolation limits.
+
+    The sandbox a reward runs in (grpokit/rewards/sandbox.py) reads, with `sandbox_read=limited`, only the
+    interpreter, its packages, the system's libraries, the reward's own module, the data, the run directory and
+    `sandbox_readable` (where Landlock is available; grpokit/rewards/readable.py); `sandbox_read=all` lets it
+    read every file the user can (`~/.ssh` included). It gets only the environment variables of an allow-list
+    (grpokit/rewards/environment.py) and those `sandbox_env` names (exact names or patterns like `WANDB_*`).
+    """
 
     functions: list[str] = field(default_factory=list)  # empty: the task's default reward
     weights: list[float] = field(default_factory=list)
     timeout_s: float = 10.0
     max_fail_frac: float = 0.5
+    sandbox_read: str = "limited"  # limited | all
+    sandbox_readable: list[str] = field(default_factory=list)  # more paths rewards may read (sandbox_read=limited)
+    sandbox_env: list[str] = field(default_factory=list)  # environment variables passed on, e.g. [OPENAI_API_KEY]
 
 
 @dataclass

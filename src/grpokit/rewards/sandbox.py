@@ -18,15 +18,18 @@
    be readable by it).
 3. **Filesystem and signals** (Landlock, kernel 5.13+, unprivileged, irreversible): writing, creating,
    removing or renaming files is denied everywhere except beneath the private working directory (and
-   `writable`); reading stays allowed. With Landlock ABI 4+ TCP connect/bind are denied too (a second network
-   wall), with ABI 6+ signals to processes outside the sandbox (the trainer) are denied.
+   `writable`). With `read="limited"` (the default) reading, listing and executing are allowed only beneath
+   the interpreter, its packages, the system's libraries, the reward's module, the data and the run directory
+   (`readable.py`); `read="all"` leaves reading unrestricted. With Landlock ABI 4+ TCP connect/bind are denied
+   too (a second network wall), with ABI 6+ signals to processes outside the sandbox (the trainer) are denied.
 4. **Fallbacks** where the kernel offers neither a namespace nor Landlock: a Python audit hook refuses socket
-   connects/binds/lookups and file writes outside the directory. It stops Python code only (not ctypes or
-   a program the reward runs); `RewardManager.sandbox` reports which mechanism enforces each limit.
+   connects/binds/lookups, file writes outside the directory and (read="limited") file reads outside the
+   readable paths. It stops Python code only (not ctypes or a program the reward runs);
+   `RewardManager.sandbox` reports which mechanism enforces each limit.
 5. **Unix sockets** (seccomp, without network): `socket(AF_UNIX)` and io_uring are denied, since a pathname
    socket reaches daemons outside any network namespace (a tmux or docker socket is a shell outside).
-6. **Secrets**: without network, environment variables whose names look like credentials (`*TOKEN*`,
-   `*KEY*`, `*SECRET*`, `*PASSWORD*`, `*AUTH*`...) are removed from the worker. Reading files is not restricted.
+6. **Secrets**: the worker keeps only the environment variables of an allow-list (what Python and numeric
+   libraries need, `environment.py`) and those named in `env`; credentials under any name are dropped.
 7. **Parent death**: PR_SET_PDEATHSIG(SIGKILL) for the worker and every process it forks with `os.fork`, and a
    check that the parent is still the trainer (it may have died before the prctl). In its own user namespace
    the worker also starts a pid namespace whose pid 1 dies with it, taking every program the reward started
@@ -46,12 +49,10 @@ from __future__ import annotations
 import errno
 import math
 import os
-import re
 import signal
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 try:
@@ -60,42 +61,11 @@ except ImportError:  # Windows: no sandbox (ProcessRunner runs the worker unconf
     resource = None  # type: ignore[assignment]
 
 from . import cgroups, landlock, linux
+from .environment import restrict_environment
+from .limits import SandboxLimits, SandboxViolation
 
 CPU_BUDGET_CALLS = 20  # default lifetime CPU of a worker, in calls' allowances; then a fresh worker takes over
 MIB = 1 << 20
-
-
-@dataclass(frozen=True)
-class SandboxLimits:
-    """What a reward worker may use. `cpu_s=None` means the reward timeout; `cpu_budget_s` is a worker's
-    lifetime CPU (default 20 calls' worth) after which a fresh one takes over; `user` (a uid) makes a worker
-    started as root switch to that user (its files must then be readable by it); `writable` adds directories
-    it may write beneath (e.g. "/dev/shm" for rewards that use multiprocessing locks)."""
-
-    memory_mb: int = 2048
-    cpu_s: float | None = None
-    cpu_budget_s: float | None = None
-    max_open_files: int = 256
-    max_procs: int = 32
-    max_file_mb: int = 64
-    max_dir_mb: int = 256
-    network: bool = False
-    user: int | None = None
-    writable: tuple[str, ...] = field(default_factory=tuple)
-
-    def __post_init__(self) -> None:
-        for name in ("memory_mb", "max_open_files", "max_procs", "max_file_mb", "max_dir_mb"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"sandbox.{name} must be a positive integer, got {value!r}")
-        for name in ("cpu_s", "cpu_budget_s"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ValueError(f"sandbox.{name} must be > 0 or None (the default), got {value!r}")
-
-
-class SandboxViolation(PermissionError):
-    """Raised by the audit-hook fallback when reward code does what the sandbox forbids."""
 
 
 _forker = [0]
@@ -189,27 +159,30 @@ def _within(path: str, roots: list[str]) -> bool:
     return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
-_SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _NET_EVENTS = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo"}
 _NET_EVENTS |= {"socket.gethostbyname", "socket.gethostbyaddr"}
 _FS_EVENTS = {"os.remove", "os.rename", "os.mkdir", "os.rmdir", "os.truncate", "os.symlink", "os.link"}
 
 
-def _install_audit_hook(block_network: bool, roots: list[str] | None) -> None:
-    """The Python-level fallback: refuse network calls and/or writes outside `roots` (cannot be removed)."""
+def _install_audit_hook(block_network: bool, roots: list[str] | None, read_roots: list[str] | None = None) -> None:
+    """The Python-level fallback: refuse network calls, writes outside `roots` and, given `read_roots`, opening
+    files for reading outside them and `roots` (cannot be removed)."""
+    readable = None if read_roots is None else [*read_roots, *(roots or [])]
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if block_network and event in _NET_EVENTS:
             raise SandboxViolation(errno.EACCES, f"network access is disabled in the reward sandbox ({event})")
-        if roots is None:
-            return
         if event == "open" and isinstance(args[0], (str, bytes)):
             flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
             mode = args[1] if isinstance(args[1], str) else ""
-            if (flags & _WRITE_FLAGS or any(c in mode for c in "wax+")) and not _within(os.fsdecode(args[0]), roots):
+            path = os.fsdecode(args[0])
+            writes = bool(flags & _WRITE_FLAGS or any(c in mode for c in "wax+"))
+            if writes and roots is not None and not _within(path, roots):
                 raise SandboxViolation(errno.EACCES, "writing outside the reward's directory is denied", args[0])
-        elif event in _FS_EVENTS and args and isinstance(args[0], (str, bytes)):
+            if not writes and readable is not None and not _within(path, readable):
+                raise SandboxViolation(errno.EACCES, "reading outside the sandbox's readable paths is denied", args[0])
+        elif roots is not None and event in _FS_EVENTS and args and isinstance(args[0], (str, bytes)):
             if not _within(os.fsdecode(args[0]), roots):
                 raise SandboxViolation(errno.EACCES, f"{event} outside the reward's directory is denied", args[0])
 
@@ -262,15 +235,8 @@ def _confine_processes(limits: SandboxLimits, workdir: str, enforced: dict[str, 
         enforced["processes"] = "not enforced (root without a writable pids cgroup): only the timeout"
 
 
-def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds: set[int]) -> dict[str, str]:
-    """Confine this (worker) process; returns the mechanism enforcing each limit, e.g. {"network": "netns"}."""
-    enforced: dict[str, str] = {}
-    missing = [w for w in limits.writable if not os.path.exists(w)]
-    if missing:
-        raise ValueError(f"sandbox.writable names paths that do not exist: {missing}; create them or drop them")
-    _close_inherited_fds(keep_fds)
-    if limits.network:
-        enforced["network"] = "allowed"
+def _set_limits(limits: SandboxLimits, keep_fds: set[int], enforced: dict[str, str]) -> None:
+    """Memory (address space), open files, file size and core files (soft = hard)."""
     base = linux.vm_size()
     if _set(resource.RLIMIT_AS, base + limits.memory_mb * MIB):
         enforced["memory"] = f"RLIMIT_AS {limits.memory_mb} MiB over the worker's start"
@@ -280,11 +246,16 @@ def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds
     _set(resource.RLIMIT_FSIZE, limits.max_file_mb * MIB)
     _set(resource.RLIMIT_CORE, 0)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-large write raises OSError(EFBIG) instead of killing
-    if sys.platform.startswith("linux"):
-        _confine_processes(limits, workdir, enforced)
+
+
+def _confine_filesystem(
+    limits: SandboxLimits, workdir: str, readable: list[str] | None, enforced: dict[str, str]
+) -> None:
+    """Writes only beneath the private directory (and `writable`), reads only beneath `readable` (None: all),
+    TCP and signals out of the sandbox denied: Landlock, else the audit hook for Python code."""
     roots = [os.path.realpath(p) for p in (workdir, *limits.writable)]
     try:
-        got = landlock.restrict([*roots, "/dev/null"], deny_tcp=not limits.network)
+        got = landlock.restrict([*roots, "/dev/null"], deny_tcp=not limits.network, readable=readable)
         enforced["filesystem"] = "landlock"
         if got["tcp"] and "network" not in enforced:
             enforced["network"] = "landlock (TCP only) + audit hook"
@@ -292,16 +263,41 @@ def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds
             enforced["signals"] = "landlock scope"
     except OSError:
         got = {"filesystem": False}
+    if readable is None:
+        enforced["reading"] = "not restricted (read=all)"
+    elif got["filesystem"]:
+        enforced["reading"] = f"landlock: only beneath {len(readable)} paths (Python, system, data, run directory)"
     if not limits.network and linux.deny_unix_sockets():
         enforced["unix sockets"] = "seccomp: socket(AF_UNIX) and io_uring denied"
     fallback_net = "network" not in enforced or enforced["network"].startswith("landlock")
     fallback_fs = not got["filesystem"]
     if fallback_net or fallback_fs:
-        _install_audit_hook(fallback_net and not limits.network, roots if fallback_fs else None)
+        read_roots = [os.path.realpath(p) for p in readable] if fallback_fs and readable is not None else None
+        _install_audit_hook(fallback_net and not limits.network, roots if fallback_fs else None, read_roots)
         if fallback_fs:
             enforced["filesystem"] = "audit hook (Python code only)"
+            if read_roots is not None:
+                enforced["reading"] = "audit hook (Python code only)"
         if "network" not in enforced:
             enforced["network"] = "audit hook (Python code only)"
+
+
+def apply_sandbox(
+    limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds: set[int], readable: list[str] | None = None
+) -> dict[str, str]:
+    """Confine this (worker) process; returns the mechanism enforcing each limit, e.g. {"network": "netns"}.
+    `readable`: the paths it may read beneath (`readable.read_roots`), None for all."""
+    enforced: dict[str, str] = {}
+    missing = [w for w in limits.writable if not os.path.exists(w)]
+    if missing:
+        raise ValueError(f"sandbox.writable names paths that do not exist: {missing}; create them or drop them")
+    _close_inherited_fds(keep_fds)
+    if limits.network:
+        enforced["network"] = "allowed"
+    _set_limits(limits, keep_fds, enforced)
+    if sys.platform.startswith("linux"):
+        _confine_processes(limits, workdir, enforced)
+    _confine_filesystem(limits, workdir, readable, enforced)
     linux.set_parent_death_signal()  # after any uid change, which clears it
     # after Landlock: its pid 1 must share the worker's domain, or Landlock's signal scoping would stop the
     # worker's death signal from reaching it
@@ -312,14 +308,8 @@ def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds
         os._exit(0)
     enforced["parent_death"] = "PR_SET_PDEATHSIG" if sys.platform.startswith("linux") else "pipe EOF only"
     enforced.setdefault("directory", "private directory on disk (no size limit)")
-    if not limits.network:
-        secrets = [k for k in os.environ if _SECRET_NAME.search(k)]
-        for k in secrets:
-            del os.environ[k]
-        enforced["environment"] = f"{len(secrets)} secret-looking variables removed (*TOKEN*, *KEY*, ...)"
+    enforced["environment"] = restrict_environment(limits.env, workdir)  # HOME and TMPDIR: the private directory
     os.chdir(workdir)
-    for var in ("HOME", "TMPDIR", "TMP", "TEMP"):
-        os.environ[var] = workdir
     tempfile.tempdir = workdir
     return enforced
 
@@ -349,45 +339,3 @@ def set_call_cpu_limit(cpu_s: float) -> bool:
         return False
     resource.setrlimit(resource.RLIMIT_CPU, (want, hard))
     return True
-
-
-_ERRNO_LIMITS = {
-    errno.ENETUNREACH: "network",
-    errno.ENETDOWN: "network",
-    errno.EHOSTUNREACH: "network",
-    errno.EAGAIN: "processes",
-    errno.EMFILE: "open files",
-    errno.EFBIG: "file size",
-    errno.EROFS: "filesystem",
-    errno.ENOSPC: "directory size",
-}
-
-
-def classify_violation(e: BaseException, limits: SandboxLimits) -> str | None:
-    """`"<limit>: explanation"` when exception `e` is the sandbox refusing something, else None."""
-    if isinstance(e, MemoryError):
-        return f"memory: out of the {limits.memory_mb} MiB the sandbox allows (MemoryError)"
-    if isinstance(e, SandboxViolation):
-        kind = "network" if "network" in str(e) else "filesystem"
-        return f"{kind}: {e.strerror}" + (f": {e.filename}" if e.filename else "")
-    if not isinstance(e, OSError) or e.errno is None:
-        return None
-    if e.errno in (errno.EACCES, errno.EPERM):
-        if e.filename is not None:
-            return (
-                f"filesystem: permission denied on {e.filename!r} (the sandbox allows writes only in the "
-                "reward's private directory)"
-            )
-        return f"network or permission: {e.strerror} (network, unix sockets and signals to other processes are denied)"
-    limit = _ERRNO_LIMITS.get(e.errno)
-    if limit is None:
-        return None
-    detail = {
-        "network": "the reward sandbox has no network",
-        "processes": f"at most {limits.max_procs} processes",
-        "open files": f"at most {limits.max_open_files} open files",
-        "file size": f"files up to {limits.max_file_mb} MiB",
-        "filesystem": "read-only filesystem",
-        "directory size": f"the private directory holds at most {limits.max_dir_mb} MiB",
-    }[limit]
-    return f"{limit}: {e.strerror} ({detail})"

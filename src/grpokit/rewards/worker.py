@@ -16,16 +16,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import calltree, cgroups, linux, wire
+from .readable import read_roots
 from .registry import load_reward
 from .sandbox import (
     CPU_BUDGET_CALLS,
     SandboxLimits,
     apply_sandbox,
-    classify_violation,
     set_call_cpu_limit,
     start_cpu_budget,
 )
 from .signature import adapt
+from .violations import classify_violation
 
 WORKDIR_PREFIX = "grpokit-reward-"  # the worker's private directory, and its cgroups, are named after it
 
@@ -134,11 +135,15 @@ def fork_server(conn: Any) -> bool:
     return False
 
 
-def _confine(conn: Any, limits: SandboxLimits, cpu_s: float, workdir: str, parent_pid: int) -> dict[str, str] | None:
+def _confine(
+    conn: Any, limits: SandboxLimits, cpu_s: float, workdir: str, parent_pid: int, specs: list[str]
+) -> dict[str, str] | None:
     """Apply the sandbox (in the serving process, see `fork_server`): what enforces each limit, or None when
-    this process should end (the supervisor, once its server has ended; or a sandbox that failed, reported)."""
+    this process should end (the supervisor, once its server has ended; or a sandbox that failed, reported).
+    `specs`: the reward specs this worker will import (their modules stay readable)."""
     try:
-        enforced = apply_sandbox(limits, workdir, parent_pid, {conn.fileno()})
+        readable = None if limits.read == "all" else read_roots(limits.readable, specs, os.getcwd())
+        enforced = apply_sandbox(limits, workdir, parent_pid, {conn.fileno()}, readable)
         if "process tree" in enforced and not fork_server(conn):
             return None
         start_cpu_budget(limits.cpu_budget_s or CPU_BUDGET_CALLS * cpu_s)
@@ -180,7 +185,8 @@ def serve(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle; it then kills us
     home, cwd = calltree.pid_namespace(), os.getcwd()
     if limits is not None:
-        enforced = _confine(conn, limits, cpu_s, workdir, parent_pid)
+        specs = [v for v in functions.values() if isinstance(v, str)]
+        enforced = _confine(conn, limits, cpu_s, workdir, parent_pid, specs)
         if enforced is None:
             return
     own_namespace = home is not None and calltree.pid_namespace() not in (None, home)
