@@ -350,9 +350,9 @@ def test_slime_per_token_loss_reads_entropy_as_a_token_mean(tmp_path: Path) -> N
 
 def _expected_reader(path: Path) -> str | None:
     rel = path.relative_to(LOGS).as_posix()
-    if rel.startswith("real/skyrl_") and path.name == "output.log":
+    if rel.startswith(("real/skyrl_", "real_pending/skyrl_")) and path.name == "output.log":
         return "skyrl"
-    if rel.startswith("real/nemo_rl_") and path.name == "README.md":
+    if rel.startswith(("real/nemo_rl_", "real_pending/nemo_rl_")) and path.name == "README.md":
         return "nemo-rl"
     if rel.startswith("prime_rl_run/logs/"):
         return "prime-rl"
