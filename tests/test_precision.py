@@ -69,11 +69,13 @@ def test_bf16_autocast_sampler_learner_mismatch_stays_within_a_bf16_bound(tmp_pa
 
 @pytest.mark.trains
 def test_a_tiny_model_learns_under_bf16_autocast(tmp_path: Path, margin) -> None:  # noqa: ANN001
-    """The vowel-fraction reward rises clearly under bf16 autocast (as test_tiny_model_learns_toy_reward in fp32)."""
+    """The vowel-fraction reward rises under bf16 autocast (as test_tiny_model_learns_toy_reward in fp32). Over the
+    10 runs of scripts/kernel_matrix.py (seeds 0-4 x kernel sets default/avx2, bf16 emulated on an AVX2 CPU) the
+    rise of the last 4 steps' mean over the first 4's was 0.10-0.67: the bound is 0.05, half the smallest."""
     extra = ["model.precision=bf16-autocast", *TINY_LEARNING, f"train.steps={TINY_LEARNING_STEPS}"]
     fit(Trainer(build_config("grpo", overrides=[*TINY, *extra]), tmp_path), None, eval_before=False)
     rewards = [r["reward/mean"] for r in rows(tmp_path)]
     assert all(math.isfinite(x) for x in rewards)
     first, last = sum(rewards[:4]) / 4, sum(rewards[-4:]) / 4
-    margin("reward rise (> 0.1)", last - first)
-    assert last > first + 0.1, (first, last, rewards)
+    margin("reward rise (> 0.05)", last - first)
+    assert last > first + 0.05, (first, last, rewards)

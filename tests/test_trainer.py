@@ -56,7 +56,9 @@ def test_every_recipe_runs_three_steps(recipe: str, tmp_path: Path) -> None:
 @pytest.mark.trains
 @pytest.mark.parametrize("recipe", ["grpo", "dapo"])
 def test_tiny_model_learns_toy_reward(recipe: str, tmp_path: Path, margin) -> None:  # noqa: ANN001
-    """The vowel-fraction reward rises clearly: first 4 steps' mean vs last 4 steps' mean."""
+    """The vowel-fraction reward rises clearly: first 4 steps' mean vs last 4 steps' mean. Margin: a rise of
+    0.15-0.42 (bound 0.1) for grpo and dapo in all 10 runs of scripts/kernel_matrix.py (seeds 0-4 x kernel sets
+    default/avx2)."""
     extra = [
         *TINY_LEARNING,
         "algo.max_gen_rounds=8",
@@ -207,15 +209,19 @@ def test_reward_component_correlation_is_logged_and_flags_a_hackable_reward(tmp_
 @pytest.mark.trains
 def test_kl_to_reference_is_measured_on_policy_and_to_the_initial_model_under_ema(tmp_path: Path, margin) -> None:  # noqa: ANN001
     """§17.3: GRPO's on-policy step logs KL to the frozen reference from its own forward (0 at step 1, > 0 after an
-    update); T1's EMA reference also logs KL to the initial model, which drifts at least as far as to the anchor."""
+    update); T1's EMA reference also logs KL to the initial model. With eta = 0 the anchor is the policy itself after
+    every update, so at each step's forward KL to the anchor is 0 while KL to the initial model has grown: the
+    ordering holds by construction. (At eta = 0.9 the ordering of the two 8-sample k3 estimates after 3 steps held
+    on one kernel set and flipped under ATEN_CPU_CAPABILITY=default with seed 3: a trajectory, not a property.)
+    Margins over the 10 runs of scripts/kernel_matrix.py (seeds 0-4 x default/avx2): GRPO's KL at step 3
+    0.019-0.029, T1's KL to the initial model 0.010-0.017 (bounds 1e-4)."""
     run("grpo", tmp_path / "grpo", 3, ["train.lr=1e-2"])
     rows = [r for r in metrics(tmp_path / "grpo") if "time/step" in r]
     assert rows[0]["kl_ref/k3"] == pytest.approx(0.0, abs=1e-6)
+    margin("grpo kl_ref at step 3 (> 1e-4)", rows[-1]["kl_ref/k3"])
     assert rows[-1]["kl_ref/k3"] > 1e-4
-    run("t1", tmp_path / "t1", 3, ["train.lr=1e-2", "algo.ref_ema_eta=0.9"])
+    run("t1", tmp_path / "t1", 3, ["train.lr=1e-2", "algo.ref_ema_eta=0.0"])
     rows = [r for r in metrics(tmp_path / "t1") if "time/step" in r]
+    margin("t1 kl_init at step 3 (> 1e-4)", rows[-1]["kl_init/k3"])
     assert rows[-1]["kl_init/k3"] > 1e-4
-    # k3 (non-negative per token), not k1: k1's mean over 8 short samples is noisy and often negative here (its
-    # ordering flipped in 4 of 6 seed x sampler-draw runs; k3's held in all 6)
-    margin("kl_init - kl_ref (>= 0)", rows[-1]["kl_init/k3"] - rows[-1]["kl_ref/k3"])
-    assert rows[-1]["kl_init/k3"] >= rows[-1]["kl_ref/k3"]
+    assert all(r["kl_ref/k3"] == pytest.approx(0.0, abs=1e-5) for r in rows)  # the anchor is the policy
