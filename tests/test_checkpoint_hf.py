@@ -167,3 +167,84 @@ def test_a_half_written_checkpoint_is_ignored_and_replaced(four_steps: Path, tmp
     assert [p.name for p in list_checkpoints(run)] == ["step_2", "step_4", "step_6"]
     assert not tmp.exists()
     json.loads((run / "checkpoints" / "step_6" / "trainer_state" / "state.json").read_text())
+
+
+class _Payload:
+    """Unpickled, it would run a shell command (what a hostile optimizer.pt or state.json carries)."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _restore_lines(run: Path, capsys: pytest.CaptureFixture) -> tuple[int, list[str]]:
+    cfg = build_config("grpo", overrides=FAST + ["train.steps=4", "train.save_every=2", "train.keep_checkpoints=3"])
+    step = Trainer(cfg, run).restore()
+    return step, [ln for ln in capsys.readouterr().err.splitlines() if "checkpoint" in ln]
+
+
+def test_a_crafted_optimizer_pickle_is_refused_never_run(
+    four_steps: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """optimizer.pt holds tensors and numbers only and is read with weights_only=True: a pickle that would run a
+    command is refused in one line (the run resumes from the previous checkpoint, saying so). One written before
+    the RNG states were plain numbers (numpy arrays, tensors, tuples) still loads: numpy's rebuilder runs no code."""
+    ck = four_steps / "checkpoints" / "step_4"
+    assert torch.serialization.get_unsafe_globals_in_checkpoint(ck / "trainer_state" / "optimizer.pt") == []
+    run = tmp_path / "run"
+    shutil.copytree(four_steps, run)
+    marker = tmp_path / "pwned"
+    optimizer_pt = run / "checkpoints" / "step_4" / "trainer_state" / "optimizer.pt"
+    state = torch.load(optimizer_pt, weights_only=True)
+    torch.save({**state, "extra": {"hook": _Payload(marker)}}, optimizer_pt)
+    from grpokit.checkpoint import read_trainer_state
+
+    with pytest.raises(CheckpointError) as info:
+        read_trainer_state(run / "checkpoints" / "step_4", optimizer_pt)
+    assert not marker.exists()
+    message = str(info.value)
+    assert "\n" not in message and "refused" in message and "posix.system" in message
+    step, lines = _restore_lines(run, capsys)
+    assert not marker.exists() and step == 2
+    assert len(lines) == 1 and "step_4 is unreadable" in lines[0] and "refused" in lines[0]
+    assert _legacy_rng_checkpoint_loads(four_steps, tmp_path / "legacy", capsys)
+
+
+def _legacy_rng_checkpoint_loads(four_steps: Path, run: Path, capsys: pytest.CaptureFixture) -> bool:
+    """Whether a copy of `four_steps` whose step_4 stores its RNG states the old way resumes from step 4."""
+    import numpy as np
+
+    shutil.copytree(four_steps, run)
+    optimizer_pt = run / "checkpoints" / "step_4" / "trainer_state" / "optimizer.pt"
+    state = torch.load(optimizer_pt, weights_only=True)
+    plain = state["rng"]
+    numpy_state = (plain["numpy"][0], np.array(plain["numpy"][1], dtype=np.uint32), *plain["numpy"][2:])
+    old = {"torch": torch.tensor(plain["torch"], dtype=torch.uint8), "numpy": numpy_state, "cuda": None}
+    old["python"] = (plain["python"][0], tuple(plain["python"][1]), plain["python"][2])
+    torch.save({**state, "rng": old}, optimizer_pt)
+    step, lines = _restore_lines(run, capsys)
+    return step == 4 and lines == []
+
+
+def test_a_pickled_rng_state_in_state_json_is_refused_never_run(
+    four_steps: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """state.json's per-rank RNG states are plain numbers; a base64 pickle there (what a hostile file, or an older
+    grpokit, wrote) is refused before anything is restored, even in a one-process run, and never unpickled."""
+    import base64
+    import pickle
+
+    run = tmp_path / "run"
+    shutil.copytree(four_steps, run)
+    marker = tmp_path / "pwned"
+    state_json = run / "checkpoints" / "step_4" / "trainer_state" / "state.json"
+    state = json.loads(state_json.read_text())
+    blob = base64.b64encode(pickle.dumps(_Payload(marker))).decode()
+    state["ranks"] = [{"data_position": 0, "group_counter": 0, "rng": blob}]
+    state_json.write_text(json.dumps(state))
+    step, lines = _restore_lines(run, capsys)
+    assert not marker.exists()
+    assert step == 2 and len(lines) == 1 and "ranks[0].rng is a pickled RNG state" in lines[0]
+    assert "never unpickled" in lines[0]

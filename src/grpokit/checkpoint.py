@@ -9,6 +9,7 @@
         trainer_state/
             state.json                                            step, data position, coefficients, precision, ...
             optimizer.pt                                          optimizer, scheduler, RNG states, `extra` states
+                                                                  (tensors and numbers: read with weights_only)
             critic.safetensors, ref_model.safetensors             other modules a resume needs
 
 So `AutoModelForCausalLM.from_pretrained("runs/x/checkpoints/step_N")`, `grpokit eval --model ...step_N` and
@@ -20,14 +21,20 @@ a crash mid-write never corrupts the last good checkpoint. Older ones beyond `ke
 A checkpoint is read completely before anything is restored, so an unreadable one (a truncated safetensors file,
 a bad state.json) changes nothing: `load_latest` then moves it aside to `step_N.corrupt` and falls back to the
 previous checkpoint, saying so in one line.
+
+Reading a checkpoint never runs code, since one may come from elsewhere: tensors come from safetensors files,
+`optimizer.pt` is read with `torch.load(weights_only=True)` (tensors and plain data only; a pickle that would
+build any other object is refused with one line, before anything is restored), and the RNG states, there and in
+state.json's per-rank entries, are plain lists of numbers (`grpokit.rng`), checked before they are set.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
-import random
+import pickle
 import re
 import shutil
 import sys
@@ -39,7 +46,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from . import faults
+from . import faults, rng
 
 STEP_RE = re.compile(r"^step_(\d+)$")
 STATE_DIR = "trainer_state"
@@ -51,20 +58,13 @@ class CheckpointError(RuntimeError):
 
 
 def rng_state() -> dict[str, Any]:
-    return {
-        "torch": torch.get_rng_state(),
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-    }
+    """The RNG states a checkpoint stores: plain lists of numbers (`grpokit.rng`), never pickled objects."""
+    return rng.capture()
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    if state.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    """Set the RNG states read from a checkpoint (older ones stored tensors and numpy arrays: the same numbers)."""
+    rng.restore(rng.plain(state))
 
 
 def is_peft(model: torch.nn.Module) -> bool:
@@ -173,7 +173,28 @@ def read_state(path: Path, require: dict[str, type | tuple[type, ...]] | None = 
         if not _is_a(state.get(key), types):
             got = "missing" if key not in state else f"{type(state[key]).__name__} {str(state[key])[:40]!r}"
             raise CheckpointError(f"{p.relative_to(path.parent)}: {key!r} is {got}, not a number")
+    if state.get("ranks") is not None:
+        _check_ranks(state["ranks"], p.relative_to(path.parent))
     return state
+
+
+def _check_ranks(ranks: Any, rel: Path) -> None:
+    """Each rank's entry of state.json: its prompt position, group counter and RNG state as plain numbers. A
+    base64 pickle (what grpokit wrote before) is refused, never unpickled: unpickling runs code."""
+    if not isinstance(ranks, list) or not ranks:
+        raise CheckpointError(f"{rel}: 'ranks' is not a list of per-rank states")
+    for i, entry in enumerate(ranks):
+        if not isinstance(entry, dict) or not all(_is_a(entry.get(k), int) for k in ("data_position", "group_counter")):
+            raise CheckpointError(f"{rel}: ranks[{i}] lacks an integer data_position or group_counter")
+        if isinstance(entry.get("rng"), str):
+            raise CheckpointError(
+                f"{rel}: ranks[{i}].rng is a pickled RNG state (written before grpokit stored plain numbers); it is "
+                "never unpickled, since unpickling runs code: resume it with the grpokit that wrote it, or start anew"
+            )
+        try:
+            rng.check(entry.get("rng"))
+        except ValueError as e:
+            raise CheckpointError(f"{rel}: ranks[{i}]: {e}") from e
 
 
 def _is_a(value: Any, types: type | tuple[type, ...]) -> bool:
@@ -230,6 +251,61 @@ def _apply_weights(path: Path, name: str, mod: torch.nn.Module, tensors: dict[st
         )
 
 
+def _numpy_globals() -> list[Any]:
+    """What unpickling a numpy array takes (RNG states of checkpoints older than plain-number ones): the array
+    type, its dtype and its rebuilder, under numpy 2's and numpy 1's module names. None of them runs code."""
+    rebuild = np._core.multiarray._reconstruct if hasattr(np, "_core") else np.core.multiarray._reconstruct
+    return [np.ndarray, np.dtype, rebuild, (rebuild, "numpy.core.multiarray._reconstruct"), type(np.dtype(np.uint32))]
+
+
+def _numpy_allowed() -> contextlib.AbstractContextManager[Any]:
+    """`torch.load(weights_only=True)` may rebuild numpy arrays within this context (torch 2.5+; torch 2.4, which
+    has no such context, gets the plain objects allowed for the process)."""
+    allowed = _numpy_globals()
+    if hasattr(torch.serialization, "safe_globals"):
+        return torch.serialization.safe_globals(allowed)
+    torch.serialization.add_safe_globals([g for g in allowed if not isinstance(g, tuple)])
+    return contextlib.nullcontext()
+
+
+def _refusal(ts_path: Path, rel: Path, e: Exception) -> CheckpointError:
+    """The one-line error for a trainer state that holds more than tensors and plain data (a pickle that would
+    build or call arbitrary objects, e.g. run a command): refused, never executed."""
+    try:
+        names = torch.serialization.get_unsafe_globals_in_checkpoint(ts_path)  # read, not run
+    except Exception:
+        names = []
+    what = ", ".join(names[:3]) if names else _short(e)
+    return CheckpointError(
+        f"{rel}: refused: it holds Python objects ({what}) where grpokit writes only tensors and numbers; "
+        "a checkpoint is never allowed to run code. Use a checkpoint this run wrote, or start a new run"
+    )
+
+
+def read_trainer_state(path: Path, ts_path: Path) -> dict[str, Any]:
+    """Optimizer, scheduler, RNG and `extra` states of checkpoint `path`, read with `weights_only=True` (tensors
+    and plain data only: a crafted pickle is refused, never run) and checked; CheckpointError otherwise."""
+    rel = ts_path.relative_to(path.parent)
+    try:
+        with _numpy_allowed():
+            ts = torch.load(ts_path, weights_only=True)
+    except pickle.UnpicklingError as e:
+        if "Weights only load failed" in str(e):
+            raise _refusal(ts_path, rel, e) from e
+        raise CheckpointError(f"{rel}: {_short(e)}") from e
+    except Exception as e:  # a truncated file raises EOFError, RuntimeError...
+        raise CheckpointError(f"{rel}: {_short(e)}") from e
+    if not isinstance(ts, dict) or not all(isinstance(ts.get(k), dict) for k in ("optimizer", "scheduler", "rng")):
+        raise CheckpointError(f"{rel}: not a trainer state (optimizer, scheduler and rng mappings)")
+    if not isinstance(ts.get("extra", {}), dict):
+        raise CheckpointError(f"{rel}: 'extra' is not a mapping")
+    try:
+        rng.check(rng.plain(ts["rng"]))
+    except ValueError as e:
+        raise CheckpointError(f"{rel}: {e}") from e
+    return {**ts, "extra": ts.get("extra", {})}
+
+
 def load_checkpoint(
     path: Path,
     *,
@@ -245,12 +321,8 @@ def load_checkpoint(
     state = read_state(path, require)
     weights = _read_weights(path, modules)
     legacy = not (path / STATE_DIR).is_dir()
-    ts_path = path / "trainer_state.pt" if legacy else path / STATE_DIR / "optimizer.pt"
-    try:
-        ts = torch.load(ts_path, weights_only=False)
-    except Exception as e:  # a truncated pickle raises EOFError, UnpicklingError, RuntimeError...
-        raise CheckpointError(f"{ts_path.relative_to(path.parent)}: {_short(e)}") from e
-    missing = [name for name in (extra or {}) if name not in ts.get("extra", {})]
+    ts = read_trainer_state(path, path / "trainer_state.pt" if legacy else path / STATE_DIR / "optimizer.pt")
+    missing = [name for name in (extra or {}) if name not in ts["extra"]]
     if missing:
         raise CheckpointError(f"checkpoint {path} has no state for {missing[0]!r}")
     for name, mod in modules.items():

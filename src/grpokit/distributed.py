@@ -16,7 +16,6 @@ the ranks' gradients is the gradient of the whole batch):
 from __future__ import annotations
 
 import os
-import pickle
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -152,26 +151,6 @@ def global_metrics(metrics: dict[str, float], info: DistInfo) -> dict[str, float
     if info.world == 1:
         return metrics
     return reduce_metrics(all_gather_objects(metrics, info))
-
-
-def rng_blob() -> bytes:
-    """This rank's torch / numpy / python RNG state, for its own slot in a checkpoint."""
-    import random
-
-    import numpy as np
-
-    return pickle.dumps({"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()})
-
-
-def set_rng_blob(blob: bytes) -> None:
-    import random
-
-    import numpy as np
-
-    st = pickle.loads(blob)
-    torch.set_rng_state(st["torch"])
-    np.random.set_state(st["numpy"])
-    random.setstate(st["python"])
 
 
 # ---------------------------------------------------------------------------------------------- DDP

@@ -9,15 +9,14 @@ written before `log_sizes` existed fall back to dropping the rows of later steps
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from . import faults
+from . import faults, rng
 from .checkpoint import CheckpointError, load_checkpoint, load_latest, save_checkpoint, save_model_dir
-from .distributed import all_gather_objects, barrier, broadcast_object, rng_blob, set_rng_blob
+from .distributed import all_gather_objects, barrier, broadcast_object
 from .monitor.autopilot import truncate_rows_after
 
 
@@ -90,7 +89,7 @@ def rank_state(t: Any) -> dict[str, Any]:
     return {
         "data_position": t.stream.position,
         "group_counter": t.group_counter,
-        "rng": base64.b64encode(rng_blob()).decode(),
+        "rng": rng.capture(),  # plain numbers: reading a checkpoint back never unpickles anything
     }
 
 
@@ -105,7 +104,10 @@ def restore_rank(t: Any, st: dict[str, Any]) -> None:
     mine = ranks[t.info.rank]
     t.stream.position = int(mine["data_position"])
     t.group_counter = int(mine["group_counter"])
-    set_rng_blob(base64.b64decode(mine["rng"]))
+    try:
+        rng.restore(mine["rng"])  # checked when the checkpoint was read; a state.json edited since is refused here
+    except ValueError as e:
+        raise CheckpointError(f"checkpoint step {st['step']}: rank {t.info.rank}: {e}") from e
 
 
 def restore(t: Any, path: Path | None = None) -> int:
