@@ -110,6 +110,16 @@ def exit_like(status: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
 
+def single_threaded_torch() -> None:
+    """A forked worker inherits the trainer's OpenMP runtime, which GNU OpenMP cannot start again after a fork (the
+    hang PyTorch's multiprocessing notes describe): a reward's torch ops then wait forever in their first parallel
+    region. Where the trainer has torch loaded, the worker's torch computes in one thread, which needs no OpenMP
+    team (numpy's OpenBLAS pool and Python threads are unaffected)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
 def fork_server(conn: Any) -> bool:
     """Fork the process that serves the calls, inside the pid namespace the sandbox started: True there.
 
@@ -123,6 +133,7 @@ def fork_server(conn: Any) -> bool:
     except OSError:
         return True
     if pid == 0:
+        single_threaded_torch()
         return True
     conn.close()  # the trainer sees end of file as soon as the server is gone
     while True:
