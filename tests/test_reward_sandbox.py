@@ -790,3 +790,19 @@ def test_sandbox_config_keys_reach_the_worker(tmp_path: Path, monkeypatch: pytes
     assert reward_sandbox(build_config("grpo", overrides=["reward.sandbox_read=all"])).read == "all"
     with pytest.raises(ConfigError, match=r"reward.sandbox_read='everything' is invalid: use limited .* or all"):
         build_config("grpo", overrides=["reward.sandbox_read=everything"])
+
+
+def test_a_fresh_worker_imports_the_module_before_the_calls_timeout_starts(tmp_path: Path) -> None:
+    """Each worker imports the reward module itself; after a timeout kills one, the next imports it again (here
+    1.5 s, longer than the 1 s timeout) without that counting against the call it then serves."""
+    path = tmp_path / "slow_import.py"
+    path.write_text(
+        "import time\ntime.sleep(1.5)\n\n\n"
+        "def reward(completions, examples):\n"
+        "    if 'hang' in completions[0]:\n        time.sleep(60)\n"
+        "    return [1.0] * len(completions)\n"
+    )
+    with RewardManager([(f"{path}:reward", 1.0)], timeout_s=1.0, max_fail_frac=1.0, sandbox=LIMITS) as m:
+        result = m.score(["hang", "fine"], [EX, EX])
+        assert [(f.index, f.kind) for f in result.failures] == [(0, "timeout")]
+        assert result.rewards[1] == 1.0 and m.worker.started == 3  # the batch, then the hanging sample, killed

@@ -42,8 +42,10 @@ from .signature import CallContext
 from .worker import WORKDIR_PREFIX, Table, Worker, as_value_list, describe_exception, sweep_workdirs
 
 log = logging.getLogger(__name__)
+LOAD_TIMEOUT_S = 120.0  # how long a worker may take to import the reward modules it resolves (heavy imports)
 __all__ = [
     "WORKDIR_PREFIX",
+    "LOAD_TIMEOUT_S",
     "InlineRunner",
     "ProcessRunner",
     "RewardCallError",
@@ -142,7 +144,9 @@ class ProcessRunner:
         functions: Table,
         sandbox: SandboxLimits | None = None,
         cpu_s: float = 10.0,
+        load_timeout_s: float = LOAD_TIMEOUT_S,
     ) -> None:
+        self.load_timeout_s = float(load_timeout_s)
         methods = mp.get_all_start_methods()
         self._ctx = mp.get_context("fork" if "fork" in methods else "spawn")
         self._functions = dict(functions)
@@ -277,6 +281,8 @@ class ProcessRunner:
 
     def _exchange(self, message: bytes, timeout: float) -> tuple[str, Any]:
         worker = self.start()
+        if self._specs and worker.loaded is None:  # a fresh worker imports first: not part of the call's time
+            self._await(worker, lambda: worker.loaded is not None, self.load_timeout_s, "import the reward modules")
         try:
             worker.conn.send_bytes(message)
             while True:

@@ -39,6 +39,7 @@ from typing import Any
 from .. import metric_names as mn
 from ..data.example import Example
 from .isolation import (
+    LOAD_TIMEOUT_S,
     InlineRunner,
     ProcessRunner,
     RewardCallError,
@@ -59,7 +60,6 @@ from .values import MAX_ABS_VALUE, batch_metrics, check_value, shape_message
 
 log = logging.getLogger(__name__)
 ISOLATION_MODES = ("auto", "process", "inline")
-LOAD_TIMEOUT_S = 120.0  # how long a worker may take to import the reward modules it resolves (heavy imports)
 # the failure kind (of FAILURE_KINDS) a reward call's exception records, first match in this order
 _CALL_FAILURE_KINDS: dict[type[Exception], str] = {
     RewardCallTimeout: "timeout",
@@ -148,11 +148,12 @@ class RewardManager:
         self.correctness = names[correctness] if correctness is not None else self.rewards[0].name
         self._inline = InlineRunner()
         table = {r.name: r.in_worker or r.fn for r in self.rewards if r.isolated}
-        self._process = ProcessRunner(table, sandbox=sandbox, cpu_s=self.timeout_s)  # type: ignore[arg-type]
+        load_timeout = max(LOAD_TIMEOUT_S, self.timeout_s)
+        self._process = ProcessRunner(table, sandbox=sandbox, cpu_s=self.timeout_s, load_timeout_s=load_timeout)
         if any(r.isolated for r in self.rewards):
             self._process.start()  # fork early, before the trainer starts its threads
         if any(r.in_worker for r in self.rewards):
-            self._take_load_report(max(LOAD_TIMEOUT_S, self.timeout_s))
+            self._take_load_report(load_timeout)
         worker = "sandboxed worker" if sandbox is not None else "worker"
         for r in self.rewards:
             where = worker if r.isolated else "in-process"
