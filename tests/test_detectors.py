@@ -149,6 +149,39 @@ def test_a_mode_returning_within_the_cooldown_is_not_alerted_again() -> None:
     assert [(a.step, a.fired_at) for a in alerts] == [(1, 2), (23, 24)]
 
 
+def test_zero_variance_groups_that_are_all_correct_read_as_the_task_learned() -> None:
+    """Most groups all-correct (and more than all-wrong) is convergence, information with the advice to stop; the
+    same zero-variance share of all-wrong groups is a critical collapse."""
+    a = one(feed(AdvantageCollapse(), [zv_row(0.9, all_correct=0.85, all_wrong=0.05)] * 5))
+    assert (a.mode, a.severity, a.actions) == ("convergence", "info", [])
+    assert "task is learned" in a.message and "monitor.stop_when_learned=true" in a.fix
+    a = one(feed(AdvantageCollapse(), [zv_row(0.9, all_correct=0.05, all_wrong=0.85)] * 5))
+    assert (a.mode, a.severity) == ("advantage collapse", "critical")
+    # below `learned` (0.8) of the groups all-correct, the zero-variance groups are still wasted compute
+    a = one(feed(AdvantageCollapse(), [zv_row(0.9, all_correct=0.75, all_wrong=0.15)] * 5))
+    assert (a.mode, a.severity) == ("advantage collapse", "critical") and "harder prompts" in a.fix
+    a = one(feed(AdvantageCollapse(learned=0.7), [zv_row(0.9, all_correct=0.75, all_wrong=0.15)] * 5))
+    assert (a.mode, a.severity) == ("convergence", "info")
+
+
+def test_a_collapse_that_turns_into_the_task_learned_changes_reading_and_severity() -> None:
+    """Mixed zero-variance groups first (critical), then all-correct: the same alert becomes convergence, its
+    severity eases to info, both changes are recorded, the live monitor shows it again and names it active."""
+    mon = Monitor(factories={"advantage_collapse": AdvantageCollapse})
+    first = one(feed(mon, [zv_row(0.9, all_correct=0.3, all_wrong=0.6)] * 5))
+    assert (first.mode, first.severity) == ("advantage collapse", "critical") and mon.active() == ["advantage collapse"]
+    assert feed(mon, [zv_row(1.0, all_correct=1.0, all_wrong=0.0)] * 3, start=6) == []
+    # all-correct share over the window 0.72 < 0.8: still a collapse
+    assert mon.escalated == [] and (first.mode, first.severity) == ("advantage collapse", "critical")
+    feed(mon, [zv_row(1.0, all_correct=1.0, all_wrong=0.0)], start=9)  # 0.86 all-correct, 0.12 all-wrong
+    assert mon.escalated == [first] and (first.mode, first.severity) == ("convergence", "info")
+    assert first.escalations == [
+        {"step": 9, "mode": "convergence", "from_mode": "advantage collapse"},
+        {"step": 9, "from": "critical", "to": "info"},
+    ]
+    assert mon.active() == ["convergence"] and mon.active_alerts() == [first]
+
+
 # ------------------------------------------------------------------------------------------ entropy collapse
 
 

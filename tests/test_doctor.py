@@ -14,6 +14,7 @@ from tiny_config import SEED
 
 from grpokit.config import build_config
 from grpokit.monitor.doctor import diagnose, diagnose_all, render
+from grpokit.monitor.doctor.diagnose import VERDICT_MEANING
 from grpokit.monitor.report import make_report
 from grpokit.trainer import Trainer, fit
 
@@ -190,18 +191,54 @@ def test_the_demo_scenario_current_advice_saturation_and_generation_cap(tmp_path
     rows[-1]["eval/accuracy"] = 1.0
     d = _grpokit_run(tmp_path / "demo", rows, dynamic_sampling=True, max_gen_rounds=10)
     diag = diagnose(d)
-    collapse = next(a for a in diag["alerts"] if a["mode"] == "advantage collapse")
-    assert collapse["evidence"]["zero_variance_frac"] == 0.63 and collapse["current"]["step"] == 36
-    assert collapse["current"]["evidence"]["zero_variance_frac"] == 0.99 and collapse["severity"] == "critical"
-    assert "algo.dynamic_sampling=true" not in collapse["fix"]
+    collapse = next(a for a in diag["alerts"] if a["detector"] == "advantage_collapse")
+    # a warning while the zero-variance groups were mixed; read as the task learned once they are all-correct
+    assert collapse["step"] == 1 and collapse["fired_at"] == 5 and collapse["current"]["step"] == 36
+    assert collapse["current"]["evidence"]["zero_variance_frac"] == 0.99
+    assert (collapse["mode"], collapse["severity"]) == ("convergence", "info")
+    assert collapse["escalations"] == [
+        {"step": 15, "from": "warning", "to": "critical"},
+        {"step": 16, "mode": "convergence", "from_mode": "advantage collapse"},
+        {"step": 16, "from": "critical", "to": "info"},
+    ]
+    assert "algo.dynamic_sampling=true" not in collapse["fix"] and "monitor.stop_when_learned" in collapse["fix"]
     kinds = {f["kind"]: f for f in diag["findings"]}
     assert kinds["generation_cap"]["hit"] == 21 and "21 of 36 steps" in kinds["generation_cap"]["message"]
     assert kinds["no_update"]["no_update"] == 9 and "9 of 36" in kinds["no_update"]["message"]
     assert any(a["mode"] == "converged / saturated" for a in diag["alerts"])
-    # the collapse is the saturation itself (all-correct groups): the verdict says so, not "failing"
-    assert collapse["explained_by"].startswith("converged / saturated") and diag["verdict"] == "converged / saturated"
+    # the collapse is the task learned (all-correct groups): the verdict says so first, not "failing"
+    assert diag["verdict"] == "converged / saturated"
+    assert all(a["severity"] == "info" for a in diag["alerts"])
     text = render(diag)
-    assert "now (step 36)" in text and "99%" in text and "escalated: warning -> critical" in text
+    assert text.splitlines()[1] == "  verdict: converged / saturated: " + VERDICT_MEANING["converged / saturated"]
+    assert "now (step 36)" in text and "99%" in text and "eased: critical -> info at step 16" in text
+    assert "became: convergence at step 16" in text and "CRITICAL" not in text.split("\n1. ")[1]
+    assert doctor(str(d)).returncode == 0
+    html = make_report(d).read_text()  # the report leads with the same verdict, in the colour of good news
+    verdict = "<p class='verdict good'><b>verdict: converged / saturated: the task is learned"
+    assert verdict in html and html.index(verdict) < html.index("<h2>Summary</h2>")
+    assert "CRITICAL" not in html and "INFO convergence" in html
+
+
+def test_a_logged_collapse_the_saturation_explains_is_information(tmp_path: Path) -> None:
+    """A log whose collapse was raised critical (all-correct groups share, but no 'learned' reading in the log, as
+    in a log written before it existed) is read again by the doctor: explained by saturation, shown as info,
+    with the severity it was logged at, and the verdict leads."""
+    rows = [
+        {"zv/acc_frac": 0.9, "zv/all_correct": 0.45, "zv/all_wrong": 0.2, "reward/accuracy": 0.97} for _ in range(12)
+    ]
+    d = _grpokit_run(tmp_path / "sat", rows)
+    diag = diagnose(d)
+    collapse = next(a for a in diag["alerts"] if a["detector"] == "advantage_collapse")
+    assert (collapse["mode"], collapse["severity_logged"], collapse["severity"]) == (
+        "advantage collapse",
+        "critical",
+        "info",
+    )
+    assert diag["verdict"] == "converged / saturated"
+    text = render(diag)
+    assert "explained by: converged / saturated: the zero-variance groups are all-correct (logged as critical)" in text
+    assert doctor(str(d)).returncode == 0
 
 
 def test_a_run_that_never_trained_is_critical(tmp_path: Path) -> None:

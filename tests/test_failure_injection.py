@@ -162,6 +162,23 @@ def test_constant_reward_fires_advantage_collapse(tmp_path: Path) -> None:
     assert run.fired() <= {"advantage_collapse", "truncation"}
 
 
+def test_a_solved_task_reads_as_learned_and_stop_when_learned_ends_the_run(tmp_path: Path) -> None:
+    """A verifier every completion passes: every group is all-correct by construction. The zero-variance alert is
+    the task learned (info, advice to stop), and `monitor.stop_when_learned=true` ends the run at the step it is
+    confirmed, with the checkpoint, the final evaluation and the final model written as after a last step."""
+    overrides = FAST + ["train.steps=12", "train.save_every=0", "reward.functions=[toy_rewards:always_one]"]
+    cfg = build_config("grpo", overrides=overrides + ["monitor.stop_when_learned=true"])
+    trainer = Trainer(cfg, tmp_path)
+    summary = fit(trainer, None, eval_before=False)
+    run = Run(trainer, tmp_path)
+    assert [r["step"] for r in run.rows] == [1, 2, 3, 4, 5]  # the window of 5 steps confirms it at step 5
+    a = run.alert("advantage_collapse")
+    assert (a["mode"], a["severity"], a["fired_at"]) == ("convergence", "info", 5)
+    assert a["evidence"]["all_correct_frac"] == 1.0 and "monitor.stop_when_learned" in a["fix"]
+    assert summary["stopped_learned"]["step"] == 5 and (tmp_path / "checkpoints" / "step_5").is_dir()
+    assert "eval/accuracy" in summary["eval_after"] and Path(summary["final_model"]).is_dir()
+
+
 def test_collapsing_policy_fires_entropy_collapse(tmp_path: Path, margin: Any) -> None:
     """The vowel-fraction reward at a high learning rate (1e-1, no KL): the tiny model's entropy falls from ~10.8
     nats to well under 1. Patience lowered to 2 (default 50): 18 steps. Whether that is collapse depends on whether

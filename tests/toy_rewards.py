@@ -110,3 +110,8 @@ def ids_length_unless_bad(completions, completion_ids, **kwargs):
     if any("bad" in c for c in completions):
         raise ValueError("bad completion")
     return [float(len(ids)) for ids in completion_ids]
+
+
+def always_one(completions: list[str], examples: list) -> list[float]:
+    """A verifier every completion passes: every group is all-correct (the task learned, by construction)."""
+    return [1.0 for _ in completions]

@@ -4,6 +4,8 @@
   divergence detector (`grpokit.monitor.divergence`), which also gets log|V| and the weights before training;
 - `after_step(alerts)`: a divergence alert stops the run (`train.on_divergence=stop`, the default) before the
   step's checkpoint, so no checkpoint of a dead model is written; `continue` keeps training;
+- `learned()`: with `monitor.stop_when_learned`, an active alert that reads the task as learned ends the run after
+  this step, as if it were the last;
 - `after_save()`: a SIGINT/SIGTERM received during the step (`grpokit.interrupts`) writes this step's checkpoint
   (when the schedule did not) and stops with one line naming it and the resume command.
 """
@@ -19,6 +21,8 @@ import torch
 from . import interrupts
 from . import metric_names as mn
 from .checkpoint import latest_checkpoint
+
+LEARNED_MODES = ("convergence", "converged / saturated")  # alert modes that mean the task is learned, not a failure
 
 
 class Diverged(RuntimeError):
@@ -72,6 +76,13 @@ class RunGuard:
             f"the run diverged at step {self.trainer.step}: {alert.message}. Fix: {alert.fix}. No checkpoint of "
             "this step was written (set train.on_divergence=continue to keep training anyway)"
         )
+
+    def learned(self) -> Any | None:
+        """With `monitor.stop_when_learned`, the active alert that reads the task as learned (the run stops after
+        this step), else None."""
+        if not self.trainer.cfg.monitor.stop_when_learned:
+            return None
+        return next((a for a in self.trainer.monitor.active_alerts() if a.mode in LEARNED_MODES), None)
 
     def after_save(self) -> None:
         """After the step's checkpoint (if any): on a received signal, make sure this step is saved, then stop."""

@@ -73,6 +73,11 @@ def _fit(trainer: Trainer, display: Any, *, eval_before: bool, eval_samples: int
         if cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0:
             trainer.save()
         guard.after_save()  # a SIGINT/SIGTERM during the step: checkpoint it and stop
+        if (learned := guard.learned()) is not None:
+            summary["stopped_learned"] = {"step": trainer.step, "mode": learned.mode, "message": learned.message}
+            if display:
+                display.message(f"stopping at step {trainer.step}: {learned.message} (monitor.stop_when_learned)")
+            break
     if not (cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0):
         trainer.save()
     if hook:

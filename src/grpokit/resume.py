@@ -43,6 +43,7 @@ SAFE_KEYS = frozenset(
         "reward.max_fail_frac",
         "rollout.eval_temperature",
         "model.device",
+        "monitor.stop_when_learned",
     }
 )
 LOGS = ("metrics.jsonl", "completions.jsonl", "alerts.jsonl", "interventions.jsonl")

@@ -127,6 +127,9 @@ class MonitorConfig:
     """Detector thresholds, e.g. {entropy_collapse: {h_star: 0.5, patience: 50}} (see grpokit/monitor/detectors.py)."""
 
     thresholds: dict[str, Any] = field(default_factory=dict)
+    # stop the run (final checkpoint, eval and model written as at the last step) once a detector reads the task
+    # as learned: zero-variance groups that are all-correct, or accuracy at its ceiling (modes in LEARNED_MODES)
+    stop_when_learned: bool = False
 
 
 @dataclass

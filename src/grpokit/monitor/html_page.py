@@ -20,6 +20,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .chart{margin:12px 0 24px} .chart.static h3{color:#777} .note{color:#666;font-size:13px;margin:2px 0}
 .completion{white-space:pre-wrap;font-family:ui-monospace,monospace;font-size:12px;max-width:460px}
 .good{color:#2a7d2a}.bad{color:#b02a2a}
+.verdict{font-size:17px;padding:8px 12px;border-left:5px solid currentColor;background:#fafafa}
 """
 
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .doctor import diagnose
+from .doctor import diagnose, verdict_line
 from .html_page import esc, inline_png, key_value_table, page, table
 from .outputs import prepare_output
 from .report_charts import Chart, alert_markers, chart_names, draw_all
@@ -23,8 +23,17 @@ from .rundata import RunData, finite, load_run
 MAX_COMPLETIONS = 9
 
 
+VERDICT_CLASS = {"failing": "critical", "never trained": "critical", "warnings": "warning"}
+
+
+def _verdict_html(diag: dict[str, Any]) -> str:
+    """The verdict first, coloured by what it means (a learned task is good news, not a failure)."""
+    cls = VERDICT_CLASS.get(diag.get("verdict", ""), "good")
+    return f"<p class='verdict {cls}'><b>verdict: {esc(verdict_line(diag))}</b></p>"
+
+
 def _diagnosis_html(diag: dict[str, Any]) -> list[str]:
-    parts = [f"<h2>Diagnosis</h2><p><b>verdict: {esc(diag.get('verdict', ''))}</b></p>"]
+    parts = ["<h2>Diagnosis</h2>"]
     for f in diag.get("findings", []):
         parts.append(f"<p class='{f['severity']}'>{f['severity'].upper()} {esc(f['message'])}</p>")
     if not diag["alerts"]:
@@ -33,9 +42,12 @@ def _diagnosis_html(diag: dict[str, Any]) -> list[str]:
         now = ""
         if a.get("current") and a["current"].get("step") != a["fired_at"]:
             now = f"<br>now (step {a['current']['step']}): {esc(a['current']['message'])}"
+        explained = ""
+        if a.get("explained_by"):
+            explained = f"<br>explained by: {esc(a['explained_by'])} (logged as {esc(a.get('severity_logged'))})"
         parts.append(
             f"<p class='{a['severity']}'><b>A{i} {a['severity'].upper()} {esc(a['mode'])}</b> since step "
-            f"{a['step']}: {esc(a['message'])}<br>evidence: {esc(json.dumps(a['evidence']))}{now}"
+            f"{a['step']}: {esc(a['message'])}<br>evidence: {esc(json.dumps(a['evidence']))}{now}{explained}"
             f"<br>change: {esc(a['fix'])}</p>"
         )
     if diag["not_measurable"]:
@@ -106,6 +118,7 @@ def make_report(path: str | Path, out: str | Path | None = None, run: str | None
     body = [
         "<h1>grpokit report</h1>",
         f"<p class='sub'>{esc(path)}{run_label} — {esc(diag['source'])} log, {diag['steps']} training steps</p>",
+        _verdict_html(diag),
         "<h2>Summary</h2>",
         key_value_table(summary_fields(data, diag["alerts"])),
         *_diagnosis_html(diag),

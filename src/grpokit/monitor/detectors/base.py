@@ -121,13 +121,20 @@ class Detector:
         return None
 
     def _update(self, step: int, new: Alert) -> None:
-        """The mode persists: record its current value; escalate (never de-escalate) its severity."""
+        """The mode persists: record its current value; escalate (never de-escalate) its severity. When the reading
+        changes (a collapse that turns out to be the task learned, an entropy drop that is still learning), the
+        severity is the new reading's, either way, and the change is recorded and shown like an escalation."""
         a = self.alert
         assert a is not None
         a.current = {"step": step, "message": new.message, "evidence": dict(new.evidence)}
         if new.mode != a.mode:
             a.escalations.append({"step": step, "mode": new.mode, "from_mode": a.mode})
             a.mode = new.mode
+            if new.severity != a.severity:
+                a.escalations.append({"step": step, "from": a.severity, "to": new.severity})
+                a.severity = new.severity
+            a.message, a.evidence = new.message, dict(new.evidence)
+            self.escalated_at = step
         if SEVERITY_RANK.get(new.severity, 9) < SEVERITY_RANK.get(a.severity, 9):
             a.escalations.append({"step": step, "from": a.severity, "to": new.severity})
             a.severity = new.severity

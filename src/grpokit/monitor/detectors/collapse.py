@@ -16,10 +16,12 @@ from .rows import StepWindow, _finite, _num, _RewardRange, accuracy_now
 @register
 class AdvantageCollapse(Windowed):
     """Zero-variance groups (§17.1): mean over `window` steps >= `threshold` (critical at `critical`).
-    Uses the accuracy-based fraction when logged (what dynamic sampling filters), else the reward-based one."""
+    Uses the accuracy-based fraction when logged (what dynamic sampling filters), else the reward-based one.
+    When the all-correct groups average at least `learned` of all groups (and outnumber the all-wrong ones), the
+    zero variance is the task learned: mode "convergence", severity info, advice to stop."""
 
     name, mode = "advantage_collapse", "advantage collapse"
-    threshold, critical, window = 0.5, 0.8, 5
+    threshold, critical, window, learned = 0.5, 0.8, 5, 0.8
     keys = (mn.ZV_ACC_FRAC, mn.ZV_FRAC, mn.ZV_SAMPLE_FRAC)
     requires = ((*keys, mn.ADV_MAX, mn.REWARD_MAX),)
 
@@ -65,6 +67,19 @@ class AdvantageCollapse(Windowed):
             )
         actions = [] if ds else ["algo.dynamic_sampling=true"]
         sev = "critical" if zv >= self.critical else "warning"
+        if _learned(ev, self.learned):
+            return True, self.new_alert(
+                step,
+                "info",
+                f"{zv:.0%} of groups have zero variance over the last {self.window} steps and "
+                f"{ev['all_correct_frac']:.0%} of groups are all-correct: the model solves these prompts (the task "
+                "is learned), not a collapse",
+                ev,
+                "the task is learned for this model: stop here (monitor.stop_when_learned=true stops a run by "
+                "itself), or train on harder prompts (grpokit preflight filters always-solved ones)",
+                onset=self.values.first_step(),
+                mode="convergence",
+            )
         if key == RANGE_SIGNAL:
             return True, self.new_alert(
                 step,
@@ -99,6 +114,13 @@ class AdvantageCollapse(Windowed):
             self.values.add(step, 1.0 if hi - lo < 1e-8 else 0.0)
             return RANGE_SIGNAL
         return None
+
+
+def _learned(ev: dict[str, Any], floor: float) -> bool:
+    """The zero-variance groups are the task learned: all-correct groups are at least `floor` of all groups and
+    outnumber the all-wrong ones."""
+    right, wrong = ev.get("all_correct_frac"), ev.get("all_wrong_frac")
+    return isinstance(right, float) and isinstance(wrong, float) and right >= floor and right > wrong
 
 
 RANGE_SIGNAL = "adv/min=max"  # the zero-variance signal derived from the range of the step's advantages or rewards

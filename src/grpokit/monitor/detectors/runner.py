@@ -33,7 +33,13 @@ class Monitor:
         return new
 
     def active(self) -> list[str]:
-        return [d.mode for d in self.detectors if d.active]
+        """The modes active now, as their alerts read them now (a collapse read as the task learned is
+        "convergence")."""
+        return [d.alert.mode if d.alert is not None else d.mode for d in self.detectors if d.active]
+
+    def active_alerts(self) -> list[Alert]:
+        """The alerts of the modes active now."""
+        return [d.alert for d in self.detectors if d.active and d.alert is not None]
 
     def not_measurable(self, available: set[str]) -> dict[str, list[str]]:
         return {d.name: miss for d in self.detectors if (miss := d.missing(available))}

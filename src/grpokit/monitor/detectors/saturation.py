@@ -78,7 +78,7 @@ class Saturation(Windowed):
                 if part
             ),
             ev,
-            "the task is solved for this model: stop training, or move to harder data (grpokit preflight filters "
-            "always-solved prompts)",
+            "the task is solved for this model: stop training (monitor.stop_when_learned=true stops a run by "
+            "itself), or move to harder data (grpokit preflight filters always-solved prompts)",
             onset=start,
         )

@@ -22,7 +22,7 @@ import os
 import sys
 from typing import Any
 
-from .diagnose import HEADLINE, diagnose, diagnose_all, diagnose_log
+from .diagnose import HEADLINE, diagnose, diagnose_all, diagnose_log, verdict_line
 from .facts import RL_SIGNALS
 from .knobs import TRAINER_KNOBS
 from .render import render
@@ -68,6 +68,7 @@ __all__ = [
     "TRAINER_KNOBS",
     "diagnose",
     "diagnose_all",
+    "verdict_line",
     "diagnose_log",
     "doctor_main",
     "render",

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import metric_names as mn
-from ..detectors import Monitor, rank
+from ..detectors import SEVERITY_RANK, Monitor, rank
 from ..readers import RunLog, read_runs
 from . import facts
 from .knobs import equivalents
@@ -54,6 +54,7 @@ def _replay(mon: Monitor, rows: list[dict[str, Any]], log: RunLog, diag: dict[st
         if eq := equivalents(a, log.flavor, log.context):
             a["in_" + str(log.flavor)] = eq
     _explain_by_saturation(diag["alerts"])
+    diag["alerts"] = ranked(diag["alerts"])
     diag["active"] = mon.active()
     diag["not_measurable"] = mon.not_measurable(log.available)
     return {a.detector for a in alerts}
@@ -101,6 +102,27 @@ def _explain_by_saturation(alerts: list[dict[str, Any]]) -> None:
         right, wrong = ev.get("all_correct_frac"), ev.get("all_wrong_frac")
         if isinstance(right, (int, float)) and isinstance(wrong, (int, float)) and right > wrong:
             a["explained_by"] = "converged / saturated: the zero-variance groups are all-correct"
+            a["severity_logged"], a["severity"] = a["severity"], "info"  # information, not a failure
+
+
+VERDICT_MEANING = {
+    "never trained": "no update changed the model: see the first finding",
+    "failing": "a critical failure mode is active at the end: the first alert says what and what to change",
+    "converged / saturated": "the task is learned for this model: stop here, or train on harder data",
+    "warnings": "training works, with warnings worth a look",
+}
+
+
+def verdict_line(diag: dict[str, Any]) -> str:
+    """The verdict and what it means, in one line (the first thing the doctor and the report say)."""
+    verdict = diag.get("verdict", "")
+    meaning = VERDICT_MEANING.get(verdict)
+    return f"{verdict}: {meaning}" if meaning else verdict
+
+
+def ranked(alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Alerts in reading order: failures first (most severe, then earliest), information last."""
+    return sorted(alerts, key=lambda a: (SEVERITY_RANK.get(a["severity"], 9), a["step"]))
 
 
 def _verdict(diag: dict[str, Any]) -> str:

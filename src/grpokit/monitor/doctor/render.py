@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..detectors import SEVERITY_RANK
+from .diagnose import verdict_line
 from .knobs import TRAINER_KNOBS
 
 
@@ -20,11 +21,11 @@ def _header(diag: dict[str, Any]) -> list[str]:
         every = diag.get("logging_interval") or 1
         span = f", steps {diag['first_step']}..{diag['last_step']}" + (f" every {every}" if every > 1 else "")
     out = [f"{diag['path']}{name}: {diag['source']} log, {diag['steps']} steps{span}"]
+    out.append(f"  verdict: {verdict_line(diag)}")
     for note in diag.get("notes", []):
         out.append(f"  note: {note}")
     if diag["last_values"]:
         out.append("  now: " + ", ".join(f"{k} {v:.3g}" for k, v in diag["last_values"].items()))
-    out.append(f"  verdict: {diag.get('verdict', '')}")
     for f in sorted(diag.get("findings", []), key=lambda f: SEVERITY_RANK.get(f["severity"], 9)):
         out.append(f"  - {f['severity'].upper()} {f['message']}")
     return out
@@ -47,11 +48,12 @@ def _alert_lines(i: int, a: dict[str, Any], active: list[str]) -> list[str]:
         out.append(f"   now (step {cur['step']}): {cur['message']}")
     for e in a.get("escalations", []):
         if "to" in e:
-            out.append(f"   escalated: {e['from']} -> {e['to']} at step {e['step']}")
+            eased = SEVERITY_RANK.get(e["to"], 9) > SEVERITY_RANK.get(e["from"], 9)
+            out.append(f"   {'eased' if eased else 'escalated'}: {e['from']} -> {e['to']} at step {e['step']}")
         else:
             out.append(f"   became: {e['mode']} at step {e['step']}")
     if a.get("explained_by"):
-        out.append(f"   explained by: {a['explained_by']}")
+        out.append(f"   explained by: {a['explained_by']} (logged as {a.get('severity_logged', a['severity'])})")
     out.append(f"   change: {a['fix']}")
     for trainer in TRAINER_KNOBS:
         if eq := a.get(f"in_{trainer}"):
