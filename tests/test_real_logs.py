@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from grpokit.monitor.doctor import diagnose_all
-from grpokit.monitor.doctor.corpus import compare, corpus_runs, read_source
+from grpokit.monitor.doctor.corpus import compare, corpus_runs, diagnoses_by_key, read_source
 
 REAL = Path(__file__).parent / "fixtures" / "logs" / "real"
 RUNS = corpus_runs(REAL)
@@ -45,7 +44,7 @@ def test_log_is_kept_byte_for_byte(name: str) -> None:
 @pytest.mark.parametrize("name", RUNS)
 def test_doctor_matches_the_ground_truth(name: str) -> None:
     truth = source(name)["truth"]
-    diags = {d["run"]: d for d in diagnose_all(REAL / name)}
+    diags = diagnoses_by_key(REAL / name)
     assert set(diags) == set(truth), f"runs found: {sorted(diags)}"
     for run, want in truth.items():
         d = diags[run]
@@ -64,3 +63,17 @@ def test_readme_table_lists_every_corpus_run_with_its_verdict() -> None:
             row = next((line for line in readme.splitlines() if f"`{name}`" in line and f"`{run}`" in line), None)
             assert row is not None, f"README table lacks {name} {run}"
             assert want["verdict"].split(";")[0] in row, row
+
+
+def test_a_run_directory_that_is_one_trl_run_is_keyed_by_its_trainer_state(tmp_path: Path) -> None:
+    """A corpus directory holding `trainer_state.json` is a TRL output directory, one run that `diagnose_all` names
+    `''`; the corpus keys it by the file, as its truth does (and as the file diagnosed on its own is named)."""
+    import json
+
+    from grpokit.monitor.doctor import diagnose_all
+
+    rows = [{"step": s, "reward": 0.5, "kl": 0.01, "loss": 0.1} for s in range(1, 4)]
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": rows}), encoding="utf-8")
+    assert [d["run"] for d in diagnose_all(tmp_path)] == [""]
+    assert list(diagnoses_by_key(tmp_path)) == ["trainer_state.json"]
+    assert [d["run"] for d in diagnose_all(tmp_path / "trainer_state.json")] == [""]

@@ -17,6 +17,9 @@ from typing import Any
 
 import yaml
 
+from ..readers import discover
+from .diagnose import diagnose_all
+
 
 def read_source(run_dir: str | Path) -> dict[str, Any]:
     """The YAML front matter of a corpus run's `SOURCE` file (ValueError when the file does not start with one)."""
@@ -36,6 +39,22 @@ def split_run_key(key: str) -> tuple[str, str]:
     (`output.log`, ``); the suffix is the run name `diagnose_all(<the file>)` gives that run."""
     file, sep, k = key.partition("#")
     return file, (sep + k if sep else "")
+
+
+def diagnoses_by_key(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """The doctor's diagnoses of a corpus run directory (`diagnose_all(run_dir)`), keyed as its truth keys are: by
+    run name, except where the directory itself is one run (a TRL output directory: `trainer_state.json` at its
+    top), which `diagnose_all` names `''` (`#k` for its k-th run); that run is keyed by the file it was read from
+    (`trainer_state.json`, `trainer_state.json#k`), the name the same file gets when it is diagnosed on its own."""
+    root = Path(run_dir)
+    itself = next((files for name, _, files in discover(root) if name == ""), None)
+    out: dict[str, dict[str, Any]] = {}
+    for d in diagnose_all(root):
+        key = d["run"]
+        if itself and (key == "" or key.startswith("#")):
+            key = itself[0].relative_to(root).as_posix() + key
+        out[key] = d
+    return out
 
 
 def found_modes(diagnosis: dict[str, Any]) -> set[str]:
@@ -115,6 +134,7 @@ __all__ = [
     "ModeScore",
     "compare",
     "corpus_runs",
+    "diagnoses_by_key",
     "found_modes",
     "read_source",
     "score_modes",
