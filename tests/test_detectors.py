@@ -513,7 +513,11 @@ def test_numerical_grad_norm_spike() -> None:
 
 def test_numerical_quiet_below_spike_or_without_history() -> None:
     assert feed(Numerical(), [{"train/grad_norm": g, "actor/loss": 0.1} for g in [1.0] * 6 + [9.0]]) == []
-    assert feed(Numerical(), [{"train/grad_norm": g} for g in [1.0] * 4 + [100.0]]) == []  # < 5 steps of history
+    # fewer than 5 earlier norms: 50x their median is needed (from 2 on), one earlier norm is no history
+    assert feed(Numerical(), [{"train/grad_norm": g} for g in [1.0] * 4 + [40.0]]) == []
+    assert one(feed(Numerical(), [{"train/grad_norm": g} for g in [1.0] * 4 + [100.0]])).step == 5
+    assert feed(Numerical(), [{"train/grad_norm": g} for g in [1.0, 1000.0]]) == []
+    assert feed(Numerical(early_spike=200.0), [{"train/grad_norm": g} for g in [1.0] * 4 + [100.0]]) == []
     assert feed(Numerical(spike=100.0), [{"train/grad_norm": g} for g in [1.0] * 6 + [50.0]]) == []
     assert one(feed(Numerical(spike=3.0), [{"train/grad_norm": g} for g in [1.0] * 6 + [5.0]])).step == 7
 

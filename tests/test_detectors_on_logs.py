@@ -98,3 +98,18 @@ def test_a_single_kl_spike_that_clears_is_a_warning_and_a_held_one_is_critical(t
     held = [{**r, "kl": k} for r, k in zip(rows, [0.04, 0.05, 0.04, 0.61, 0.9, 1.4])]
     drift = next(a for a in diagnose(trl_log(tmp_path / "b", held))["alerts"] if a["mode"] == "KL drift")
     assert drift["severity"] == "critical" and drift["escalations"][0]["step"] == 5
+
+
+def test_a_gradient_spike_in_the_first_rows_needs_50x_the_median_of_two_earlier_norms(tmp_path: Path) -> None:
+    """SkyRL's 6-step tau-bench run (real/skyrl_grpo_tau_bench_6_steps_kl_spike): raw_grad_norm 0.75, 1.24, then 103
+    at step 3, back to ~1 at step 4. Two earlier norms are too few for the 10x rule (5 needed) but 103 is 115x their
+    median: a spike at step 3 that clears at step 4. 20x two earlier norms is not enough, nor a norm after two zeros
+    (steps without an update, no level to compare with)."""
+    norms = [0.75, 1.24, 103.1, 0.99, 1.0, 0.9]
+    rows = [{"actor/grad_norm": g, "critic/score/mean": 0.4, "actor/entropy": 1.0} for g in norms]
+    spike = next(a for a in diagnose(verl_log(tmp_path, rows))["alerts"] if a["mode"] == "numerical trouble")
+    assert (spike["step"], spike["cleared_at"], spike["severity"]) == (3, 4, "warning")
+    assert spike["evidence"]["median"] == 0.995
+    for early in ([0.75, 1.24, 20.0, 0.99], [0.0, 0.0, 5.0, 1.0], [0.8, 60.0, 1.0, 0.9]):
+        rows = [{"actor/grad_norm": g, "critic/score/mean": 0.4, "actor/entropy": 1.0} for g in early]
+        assert "numerical trouble" not in modes(diagnose(verl_log(tmp_path, rows))), early

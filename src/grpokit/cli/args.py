@@ -106,10 +106,10 @@ def demo(sub: Any) -> Parser:
 
 def self_registering(sub: Any) -> None:
     """Subcommands whose packages add their own parser and command."""
-    from .audit import register_cli as register_audit
-    from .config_compat.cli import register_cli as register_config
-    from .monitor.watch import register_cli as register_watch
-    from .preflight import register_cli as register_preflight
+    from ..audit import register_cli as register_audit
+    from ..config.compat.cli import register_cli as register_config
+    from ..monitor.watch import register_cli as register_watch
+    from ..preflight import register_cli as register_preflight
 
     register_preflight(sub)
     register_watch(sub)

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from . import metric_names as mn
+from .. import metric_names as mn
 
 
 def _f(x: Any, fmt: str = ".2f") -> str:

@@ -2,9 +2,9 @@
 
 | stop | status |
 |---|---|
-| SIGINT / SIGTERM, the step finished and checkpointed (`grpokit.interrupts.Interrupted`) | 130 / 143 |
+| SIGINT / SIGTERM, the step finished and checkpointed (`grpokit.training.interrupts.Interrupted`) | 130 / 143 |
 | a second Ctrl-C (`KeyboardInterrupt`) | 130 |
-| divergence (`grpokit.guard.Diverged`) | 1 |
+| divergence (`grpokit.training.guard.Diverged`) | 1 |
 | disk full / file too large / quota (`OSError` ENOSPC, EFBIG, EDQUOT) | 1 |
 """
 
@@ -15,8 +15,8 @@ import os
 import re
 import sys
 
-from .guard import Diverged
-from .interrupts import Interrupted
+from ..training.guard import Diverged
+from ..training.interrupts import Interrupted
 
 DISK_ERRORS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
 OS_ERROR_IN_TEXT = re.compile(r"\(os error (\d+)\)")  # how Rust writers (safetensors) report an OSError

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from . import __version__
+from .. import __version__
 
 
 def _quiet_libraries() -> None:
@@ -26,8 +26,8 @@ def _quiet_libraries() -> None:
 
 
 def cmd_recipes(args: argparse.Namespace) -> int:
-    from .algos.compose import component_keys
-    from .config import build_config, list_recipes, load_recipe
+    from ..algos.compose import component_keys
+    from ..config import build_config, list_recipes, load_recipe
 
     if args.action == "show":
         if not args.name:
@@ -52,7 +52,7 @@ def cmd_recipes(args: argparse.Namespace) -> int:
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
-    from .algos import list_methods
+    from ..algos import list_methods
 
     for kind, entries in list_methods().items():
         print(f"{kind}:")
@@ -62,7 +62,7 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 
 def _config_from_args(args: argparse.Namespace):
-    from .config import build_config
+    from ..config import build_config
 
     direct = {
         "train.autopilot": True if args.autopilot else None,
@@ -77,15 +77,15 @@ def _config_from_args(args: argparse.Namespace):
 
 
 def _new_run_dir(cfg: Any, name: str | None) -> Path:
-    from .output_dir import claim_new_run
+    from ..run.output_dir import claim_new_run
 
     return claim_new_run(cfg.train.out, cfg.train.output_dir, cfg.recipe, Path(cfg.data.task).stem, name)
 
 
 def _rank0_run_dir(cfg: Any, name: str | None) -> Path:
     """Under torchrun every rank joins the job here and takes rank 0's run directory (names carry a timestamp)."""
-    from .distributed import broadcast_object, init_distributed
-    from .session import pick_device
+    from ..training.parallel.distributed import broadcast_object, init_distributed
+    from ..training.session import pick_device
 
     info = init_distributed(pick_device(cfg.model.device))
     return broadcast_object(_new_run_dir(cfg, name) if info.is_main else None, info)
@@ -101,11 +101,11 @@ class _Silent:
 def _run_training(
     cfg: Any, run_dir: Path, resume: bool, eval_samples: int, resumed: tuple[list[str], list[str]] = ([], [])
 ) -> dict[str, Any]:
+    from ..training.interrupts import handle_signals
+    from ..training.loop import fit
+    from ..training.parallel.distributed import DistInfo
+    from ..training.trainer import Trainer
     from .console import Display
-    from .distributed import DistInfo
-    from .interrupts import handle_signals
-    from .loop import fit
-    from .trainer import Trainer
 
     display = Display(cfg.train.steps) if DistInfo.detect().is_main else _Silent()
     display.message(f"grpokit: recipe {cfg.recipe}, task {cfg.data.task}, model {cfg.model.name}, run {run_dir}")
@@ -113,14 +113,14 @@ def _run_training(
         display.message(f"warning: {warning}")
     session = None
     if resume:
-        from .checkpoint import recorded_precision
-        from .session import open_session
+        from ..run.checkpoint import recorded_precision
+        from ..training.session import open_session
 
         # the precision the run trained in, not a fresh `auto` probe (a noisy probe could flip bf16 <-> fp32)
         session = open_session(cfg, precision=recorded_precision(run_dir))
     trainer = Trainer(cfg, run_dir, session=session)
     if resume:
-        from .resume import restore
+        from ..training.resume import restore
 
         step = restore(trainer, *resumed, display)  # overrides, torn log lines, the monitor's history
         display.message(f"resumed from step {step}")
@@ -129,7 +129,7 @@ def _run_training(
         f"{cfg.rollout.group_size} samples x {cfg.rollout.max_new_tokens} new tokens per step"
     )
     try:
-        with handle_signals():  # SIGINT/SIGTERM: finish the step, checkpoint, stop (grpokit.interrupts)
+        with handle_signals():  # SIGINT/SIGTERM: finish the step, checkpoint, stop (grpokit.training.interrupts)
             summary = fit(trainer, display, eval_before=not resume, eval_samples=eval_samples)
     finally:
         display.close()
@@ -147,18 +147,18 @@ def _run_training(
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .distributed import shutdown_distributed
+    from ..training.parallel.distributed import shutdown_distributed
 
     if args.resume is True:  # bare --resume: the --output-dir run, as TRL's resume_from_checkpoint=True
         if not args.output_dir:
             print("error: --resume without RUN_DIR needs --output-dir DIR (or pass --resume RUN_DIR)", file=sys.stderr)
             return 2
         args.resume = args.output_dir
-    from .interrupts import stop_at_once
-    from .rundir import claimed_run
+    from ..run.directory import claimed_run
+    from ..training.interrupts import stop_at_once
 
     if args.resume:
-        from .resume import check_location, refuse_symlinks, repair_logs, require_checkpoint, resume_config
+        from ..training.resume import check_location, refuse_symlinks, repair_logs, require_checkpoint, resume_config
 
         run_dir = Path(args.resume)
         check_location(run_dir, args.output_dir, args.out, args.name)  # a resume stays in its directory
@@ -183,9 +183,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from .config import build_config
-    from .evaluation import evaluate
-    from .session import open_session
+    from ..config import build_config
+    from ..training.evaluation import evaluate
+    from ..training.session import open_session
 
     overrides = list(args.set or []) + ["train.steps=0", f"rollout.eval_temperature={args.temperature}"]
     cfg = build_config(
@@ -208,13 +208,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from .monitor.doctor import doctor_main
+    from ..monitor.doctor import doctor_main
 
     return doctor_main(args.path, as_json=args.json, run=args.run)  # bad input: one line on stderr, exit 2
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .monitor.report import make_report
+    from ..monitor.report import make_report
 
     try:
         page = make_report(args.path, args.out, run=args.run)
@@ -226,7 +226,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from .monitor.compare import make_compare
+    from ..monitor.compare import make_compare
 
     try:
         page = make_compare(args.runs, args.x, args.out)
@@ -255,13 +255,13 @@ DEMO_OVERRIDES = [
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .config import build_config
+    from ..config import build_config
 
     cfg = build_config("dapo", overrides=DEMO_OVERRIDES + list(args.set or []), **{"data.task": "add1"})
     run_dir = _new_run_dir(cfg, None)
     _run_training(cfg, run_dir, resume=False, eval_samples=args.eval_samples)
-    from .monitor.doctor import diagnose, render
-    from .monitor.report import make_report
+    from ..monitor.doctor import diagnose, render
+    from ..monitor.report import make_report
 
     print(render(diagnose(run_dir)))
     print(f"report:        {make_report(run_dir)}")
@@ -269,8 +269,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `grpokit` parser: each subcommand's arguments from `grpokit.cli_args`, its command from here."""
-    from . import cli_args
+    """The `grpokit` parser: each subcommand's arguments from `grpokit.cli.args`, its command from here."""
+    from . import args as cli_args
 
     p = argparse.ArgumentParser(prog="grpokit", description="RL post-training with the GRPO family")
     p.add_argument("--version", action="version", version=f"grpokit {__version__}")
@@ -291,11 +291,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .checkpoint import CheckpointError
-    from .config import ConfigError
-    from .models import ModelSpecError
-    from .phases.filter import DynamicSamplingError
-    from .rewards import RewardFailureError
+    from ..config import ConfigError
+    from ..models import ModelSpecError
+    from ..rewards import RewardFailureError
+    from ..run.checkpoint import CheckpointError
+    from ..training.phases.filter import DynamicSamplingError
 
     args = build_parser().parse_args(argv)
     _quiet_libraries()
@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except BaseException as e:  # a signal, a divergence, a full disk: one line and its status (grpokit.exits)
+    except BaseException as e:  # a signal, a divergence, a full disk: one line and its status (grpokit.cli.exits)
         from .exits import exit_line
 
         code = exit_line(e)

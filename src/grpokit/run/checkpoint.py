@@ -25,7 +25,7 @@ previous checkpoint, saying so in one line.
 Reading a checkpoint never runs code, since one may come from elsewhere: tensors come from safetensors files,
 `optimizer.pt` is read with `torch.load(weights_only=True)` (tensors and plain data only; a pickle that would
 build any other object is refused with one line, before anything is restored), and the RNG states, there and in
-state.json's per-rank entries, are plain lists of numbers (`grpokit.rng`), checked before they are set.
+state.json's per-rank entries, are plain lists of numbers (`grpokit.run.rng`), checked before they are set.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from . import faults, rng
+from ..common import faults
+from . import rng
 
 STEP_RE = re.compile(r"^step_(\d+)$")
 STATE_DIR = "trainer_state"
@@ -58,7 +59,7 @@ class CheckpointError(RuntimeError):
 
 
 def rng_state() -> dict[str, Any]:
-    """The RNG states a checkpoint stores: plain lists of numbers (`grpokit.rng`), never pickled objects."""
+    """The RNG states a checkpoint stores: plain lists of numbers (`grpokit.run.rng`), never pickled objects."""
     return rng.capture()
 
 

@@ -11,7 +11,7 @@ import os
 import time
 from pathlib import Path
 
-from .rundir import MARKER, claim_run_dir, create_claim, take_over_stale_claim
+from .directory import MARKER, claim_run_dir, create_claim, take_over_stale_claim
 
 RUN_MARKERS = ("config.yaml", "metrics.jsonl", "checkpoints")
 
@@ -46,7 +46,7 @@ def claim_output_dir(path: str | Path) -> Path:
     except OSError as e:
         why = e.strerror or e
         raise OutputDirError(f"--output-dir {run}: cannot create it ({why}); pick another directory") from None
-    # atomic, as grpokit.rundir: of two runs started at once on one folder, the second is refused
+    # atomic, as grpokit.run.directory: of two runs started at once on one folder, the second is refused
     if not create_claim(run, created=created) and not take_over_stale_claim(run, created=created):
         raise OutputDirError(
             f"--output-dir {run} is claimed by another grpokit run that is still running ({MARKER}); pick another "

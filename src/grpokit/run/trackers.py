@@ -1,4 +1,4 @@
-"""Experiment trackers named by `train.report_to`: wandb, mlflow, trackio (TensorBoard is written by `RunLog`).
+"""Experiment trackers named by `train.report_to`: tensorboard, wandb, mlflow, trackio, each a registered `Tracker`.
 
 Each tracker is optional: its library is imported when a run names it, and a missing one is one error naming the
 `pip install` that adds it. Every tracker receives the config (once), each logged row of numeric metrics at its
@@ -7,6 +7,8 @@ so an alert is seen where the curves are, not only in `alerts.jsonl`.
 
 Offline by default where the library allows it:
 
+* tensorboard: event files in `<run>/tb` (the config as text under `grpokit/config` and as hparams, in the run's
+  own event file; a resumed run's config is already in its first event file and is not written again).
 * wandb: `mode="offline"` into `<run>/wandb` unless `WANDB_MODE` is set (e.g. `online`); `wandb sync` uploads
   later. The W&B run id is derived from the run directory, so a resumed run continues the same W&B run.
 * mlflow: a file store in `<run>/mlruns` unless `MLFLOW_TRACKING_URI` is set (MLflow 3 asks for
@@ -26,6 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import metric_names as mn
+
 PIP_NAMES = {"wandb": "wandb", "mlflow": "mlflow-skinny", "trackio": "trackio"}
 PROJECT = os.environ.get("GRPOKIT_PROJECT", "grpokit")
 
@@ -42,6 +46,18 @@ def _require(name: str) -> Any:
             f"train.report_to names {name!r} but the {name} package is not installed: "
             f"pip install 'grpokit[trackers]' (or pip install {PIP_NAMES[name]}), or drop {name} from train.report_to"
         ) from None
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config as one level of dotted keys: {"algo": {"eps": 0.2}} -> {"algo.eps": 0.2}."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
 
 
 def alert_step(alert: dict[str, Any]) -> int:
@@ -110,6 +126,55 @@ def register_tracker(name: str) -> Callable[[type[Tracker]], type[Tracker]]:
     return deco
 
 
+@register_tracker("tensorboard")
+class TensorBoardTracker(Tracker):
+    """TensorBoard event files in `<run>/tb`; tensorboard is a declared dependency, and without it nothing is
+    written (a run does not stop for its default tracker)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.dir = run_dir / "tb"
+        self.resumed = self.dir.is_dir() and any(self.dir.glob("events.out.tfevents.*"))
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            self.writer = None
+        else:
+            self.writer = SummaryWriter(str(self.dir))
+
+    def start(self, config: dict[str, Any]) -> None:
+        if self.writer is None or self.resumed:
+            return
+        import yaml
+        from torch.utils.tensorboard.summary import hparams
+
+        text = yaml.safe_dump(config, sort_keys=False)
+        self.writer.add_text(mn.CONFIG_TEXT_TAG, "```yaml\n" + text + "```", 0)
+        # hparams in the run's own event file (SummaryWriter.add_hparams would start a second event file in a
+        # sub-folder: a second "run" to every reader)
+        flat = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in flatten(config).items()}
+        for summary in hparams(flat, {}):
+            self.writer._get_file_writer().add_summary(summary)
+        self.writer.flush()
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        if self.writer is None:
+            return
+        for k, v in metrics.items():
+            self.writer.add_scalar(k, v, step)
+        self.writer.flush()
+
+    def alert(self, step: int, alert: dict[str, Any]) -> None:
+        if self.writer is None:
+            return
+        self.writer.add_text(mn.ALERTS_PREFIX + str(alert.get("detector", "alert")), alert_text(alert), step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
 @register_tracker("wandb")
 class WandbTracker(Tracker):
     def start(self, config: dict[str, Any]) -> None:
@@ -142,8 +207,6 @@ class WandbTracker(Tracker):
 @register_tracker("mlflow")
 class MlflowTracker(Tracker):
     def start(self, config: dict[str, Any]) -> None:
-        from .runlog import _flatten
-
         store = self.run_dir / "mlruns"
         if not os.environ.get("MLFLOW_TRACKING_URI"):
             os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
@@ -155,7 +218,7 @@ class MlflowTracker(Tracker):
         if run_id is None:
             store.mkdir(parents=True, exist_ok=True)
             id_file.write_text(self.run.info.run_id)
-            flat = {k: str(v)[:500] for k, v in _flatten(config).items()}  # mlflow caps a param at 500 chars
+            flat = {k: str(v)[:500] for k, v in flatten(config).items()}  # mlflow caps a param at 500 chars
             items = list(flat.items())
             for i in range(0, len(items), 100):  # mlflow takes at most 100 params per call
                 self.lib.log_params(dict(items[i : i + 100]))
@@ -207,18 +270,16 @@ class TrackioTracker(Tracker):
 
 
 class Trackers:
-    """The trackers of one run (from `train.report_to`, tensorboard excluded: `RunLog` writes it).
+    """The trackers of one run (from `train.report_to`).
 
     Libraries are imported at construction, so a missing one stops the run before it starts. Each tracker starts
     with the config on the first `config()` (a new run) or on the first row (a resumed run: the config is read
     back from `config.yaml`)."""
 
     def __init__(self, names: list[str], run_dir: Path) -> None:
-        unknown = [n for n in names if n not in TRACKERS and n != "tensorboard"]
+        unknown = [n for n in names if n not in TRACKERS]
         if unknown:
-            raise TrackerError(
-                f"train.report_to: unknown tracker(s) {unknown}; use any of tensorboard, {', '.join(TRACKERS)}"
-            )
+            raise TrackerError(f"train.report_to: unknown tracker(s) {unknown}; use any of {', '.join(TRACKERS)}")
         self.run_dir = run_dir
         self.items = [TRACKERS[n](run_dir) for n in dict.fromkeys(names) if n in TRACKERS]
         self.started = False
@@ -252,7 +313,7 @@ class Trackers:
         step = alert_step(row)
         level = SEVERITY_LEVEL.get(str(row.get("severity", "warning")), 1)
         for t in self.items:
-            t.log(step, {f"alerts/{row.get('detector', 'alert')}": float(level)})
+            t.log(step, {mn.ALERTS_PREFIX + str(row.get("detector", "alert")): float(level)})
             t.alert(step, row)
 
     def close(self) -> None:

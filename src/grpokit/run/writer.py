@@ -1,4 +1,5 @@
-"""Run directory writers: config.yaml, run.json, metrics.jsonl, completions.jsonl, TensorBoard events.
+"""The run directory's writer: config.yaml, run.json, metrics.jsonl, completions.jsonl, alerts.jsonl, and every row and
+alert passed on to the trackers of `train.report_to` (`grpokit.run.trackers`, TensorBoard among them).
 
 `run.json` records what the run actually used and how long it took: the device, the resolved precision, library
 versions, and one `segments` entry per training session (`start`/`end` wall-clock times, `seconds` measured on a
@@ -18,21 +19,11 @@ from typing import Any
 
 import yaml
 
-from . import faults
+from ..common import faults
+from .trackers import Trackers
 
-# the JSONL logs of a run: a checkpoint records their sizes, a restore cuts them back (grpokit.run_state)
+# the JSONL logs of a run: a checkpoint records their sizes, a restore cuts them back (grpokit.training.checkpointing)
 LOG_FILES = ("metrics.jsonl", "completions.jsonl", "alerts.jsonl", "interventions.jsonl")
-
-
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
 
 
 def _size(path: Path) -> int:
@@ -57,13 +48,10 @@ class RunLog:
     """Appends one JSON line per step; mirrors numeric metrics to TensorBoard when available."""
 
     def __init__(self, run_dir: Path, tensorboard: bool = True, report_to: list[str] | None = None) -> None:
-        """`report_to` (train.report_to) picks TensorBoard and the trackers of `grpokit.trackers`; None: TensorBoard
-        as `tensorboard` says and no tracker."""
-        from .trackers import Trackers
-
-        if report_to is not None:
-            tensorboard = "tensorboard" in report_to
-        self.trackers = Trackers(list(report_to or []), run_dir)  # a missing library stops here, before training
+        """`report_to` (train.report_to) names the trackers of `grpokit.run.trackers`, TensorBoard among them;
+        None: TensorBoard as `tensorboard` says and no other tracker."""
+        names = list(report_to) if report_to is not None else (["tensorboard"] if tensorboard else [])
+        self.trackers = Trackers(names, run_dir)  # a missing library stops here, before training
         self.dir = run_dir
         self.dir.mkdir(parents=True, exist_ok=True)
         self.metrics_path = run_dir / "metrics.jsonl"
@@ -71,34 +59,10 @@ class RunLog:
         self.alerts_path = run_dir / "alerts.jsonl"
         self.info_path = run_dir / "run.json"
         self._segment_t0: float | None = None
-        self.tb = None
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self.tb = SummaryWriter(str(run_dir / "tb"))
-            except ImportError:  # tensorboard is a declared dependency; stay usable without it
-                self.tb = None
 
     def write_config(self, cfg: dict[str, Any], step: int = 0) -> None:
-        text = yaml.safe_dump(cfg, sort_keys=False)
-        (self.dir / "config.yaml").write_text(text)
-        if self.tb is not None:
-            from .monitor.readers import CONFIG_TEXT_TAG
-
-            self.tb.add_text(CONFIG_TEXT_TAG, "```yaml\n" + text + "```", step)
-            self._write_hparams(cfg)
-            self.tb.flush()
+        (self.dir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
         self.trackers.config(cfg)
-
-    def _write_hparams(self, cfg: dict[str, Any]) -> None:
-        """The config as TensorBoard hparams, written into this run's own event file (SummaryWriter.add_hparams
-        would start a second event file in a sub-folder: a second "run" to every reader)."""
-        from torch.utils.tensorboard.summary import hparams
-
-        flat = {k: v if isinstance(v, (int, float, str, bool)) else str(v) for k, v in _flatten(cfg).items()}
-        for summary in hparams(flat, {}):
-            self.tb._get_file_writer().add_summary(summary)
 
     def read_info(self) -> dict[str, Any]:
         return json.loads(self.info_path.read_text()) if self.info_path.exists() else {}
@@ -132,11 +96,6 @@ class RunLog:
         row = {"step": step, **{k: _clean(v) for k, v in metrics.items()}}
         with self.metrics_path.open("a") as f:
             f.write(json.dumps(row) + "\n")
-        if self.tb is not None:
-            for k, v in metrics.items():
-                if isinstance(v, (int, float)) and math.isfinite(float(v)):
-                    self.tb.add_scalar(k, float(v), step)
-            self.tb.flush()
         self.trackers.log(step, metrics)
 
     def samples(self, step: int, rows: list[dict[str, Any]]) -> None:
@@ -146,14 +105,9 @@ class RunLog:
                 f.write(json.dumps({"step": step, **r}) + "\n")
 
     def alert(self, row: dict[str, Any]) -> None:
-        """alerts.jsonl, and the alert as text in TensorBoard (`alerts/<detector>`) and every tracker."""
+        """alerts.jsonl, and the alert in every tracker (as text under `alerts/<detector>` in TensorBoard)."""
         with self.alerts_path.open("a") as f:
             f.write(json.dumps(row) + "\n")
-        if self.tb is not None:
-            from .trackers import alert_step, alert_text
-
-            self.tb.add_text(f"alerts/{row.get('detector', 'alert')}", alert_text(row), alert_step(row))
-            self.tb.flush()
         self.trackers.alert(row)
 
     def sizes(self) -> dict[str, int]:
@@ -190,6 +144,4 @@ class RunLog:
             path.write_text("".join(ln + "\n" for ln in keep))
 
     def close(self) -> None:
-        if self.tb is not None:
-            self.tb.close()
         self.trackers.close()

@@ -16,7 +16,7 @@ from typing import Any
 from .. import metric_names as mn
 from ..algos.kl import AdaptiveKLController
 from ..config import ConfigError, set_key
-from .detectors import Alert
+from ..monitor.detectors import Alert
 
 ACTION_RE = re.compile(r"^(?P<key>[\w.]+)(?P<op>\+=|\*=|=)(?P<value>.+)$")
 FOLLOWUP_KEYS = (mn.REWARD_MEAN, mn.REWARD_ACCURACY, mn.ENTROPY_TOKEN_MEAN, mn.ZV_FRAC, mn.KL_REF_K3, mn.LENGTH_MEAN)

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from .rollout.base import RolloutOutput
+from ..rollout.base import RolloutOutput
 
 
 @dataclass

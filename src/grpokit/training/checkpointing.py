@@ -14,10 +14,11 @@ from typing import Any
 
 import torch
 
-from . import faults, rng
-from .checkpoint import CheckpointError, load_checkpoint, load_latest, save_checkpoint, save_model_dir
-from .distributed import all_gather_objects, barrier, broadcast_object
-from .monitor.autopilot import truncate_rows_after
+from ..common import faults
+from ..parallel.distributed import all_gather_objects, barrier, broadcast_object
+from ..run import rng
+from ..run.checkpoint import CheckpointError, load_checkpoint, load_latest, save_checkpoint, save_model_dir
+from .autopilot import truncate_rows_after
 
 
 def modules(t: Any) -> dict[str, torch.nn.Module]:

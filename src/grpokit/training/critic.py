@@ -22,8 +22,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .config import CriticConfig
-from .prefix import shared_prefix_hidden
+from ..config import CriticConfig
+from ..models.prefix import shared_prefix_hidden
 
 
 def _zero_last(layer: nn.Linear) -> nn.Linear:

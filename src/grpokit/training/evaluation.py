@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from . import metric_names as mn
+from .. import metric_names as mn
 from .phases.scoring import completion_id_lists
 from .session import Session
 

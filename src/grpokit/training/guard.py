@@ -1,4 +1,4 @@
-"""The training loop's safety checks around each step (`grpokit.loop.fit` calls them):
+"""The training loop's safety checks around each step (`grpokit.training.loop.fit` calls them):
 
 - `health()`: the largest |w| of the trainable weights (`train/weight_max_abs`), and the learning rate, for the
   divergence detector (`grpokit.monitor.divergence`), which also gets log|V| and the weights before training;
@@ -6,8 +6,8 @@
   step's checkpoint, so no checkpoint of a dead model is written; `continue` keeps training;
 - `learned()`: with `monitor.stop_when_learned`, an active alert that reads the task as learned ends the run after
   this step, as if it were the last;
-- `after_save()`: a SIGINT/SIGTERM received during the step (`grpokit.interrupts`) writes this step's checkpoint
-  (when the schedule did not) and stops with one line naming it and the resume command.
+- `after_save()`: a SIGINT/SIGTERM received during the step (`grpokit.training.interrupts`) writes this step's
+  checkpoint (when the schedule did not) and stops with one line naming it and the resume command.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
+from .. import metric_names as mn
+from ..run.checkpoint import latest_checkpoint
 from . import interrupts
-from . import metric_names as mn
-from .checkpoint import latest_checkpoint
 
 LEARNED_MODES = ("convergence", "converged / saturated")  # alert modes that mean the task is learned, not a failure
 

@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 import torch
 
-from . import algos
-from .algos.compose import AlgoConfig
+from .. import algos
+from ..algos.compose import AlgoConfig
 from .batch import Batch
 
 KL_PLACEMENTS: dict[str, type[KLPlacement]] = {}

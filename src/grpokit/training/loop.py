@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..models import precision_reason
+from .autopilot import write_rows
 from .guard import RunGuard
-from .models import precision_reason
-from .monitor.autopilot import write_rows
 from .trainer import Trainer, monitor_context
 
 
@@ -46,7 +46,7 @@ def _fit(trainer: Trainer, display: Any, *, eval_before: bool, eval_samples: int
             log.log(0, ev)
         if display:
             display.message(_accuracy_line(ev, "held-out accuracy before training"))
-    guard = RunGuard(trainer)  # divergence and SIGINT/SIGTERM checks of each step (grpokit.guard)
+    guard = RunGuard(trainer)  # divergence and SIGINT/SIGTERM checks of each step (grpokit.training.guard)
     while trainer.step < cfg.train.steps:
         metrics = trainer.train_step()
         trainer.step += 1
@@ -128,7 +128,7 @@ def run_info(trainer: Trainer) -> dict[str, Any]:
     import torch
     import transformers
 
-    from . import __version__
+    from .. import __version__
 
     n_params = sum(p.numel() for p in trainer.model.parameters())
     versions = {"grpokit": __version__, "torch": torch.__version__, "transformers": transformers.__version__}

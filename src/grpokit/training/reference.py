@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import torch
 
-from .algos.compose import AlgoConfig
-from .algos.kl import ema_update_
+from ..algos.compose import AlgoConfig
+from ..algos.kl import ema_update_
 
 REFERENCES: dict[str, type[Reference]] = {}
 

@@ -5,7 +5,7 @@
   that change the model, the data or the algorithm, and `--model/--recipe/--task/--config/--seed` that differ
   from the run's, are refused with the reason (the checkpoint would not match them).
 - No checkpoint yet: refused (restarting at step 0 would duplicate the rows already logged).
-- The run is claimed for the resume as a new run claims its directory (`grpokit.rundir.claim_existing_run`): a
+- The run is claimed for the resume as a new run claims its directory (`grpokit.run.directory.claim_existing_run`): a
   second `--resume` of a run that is still training is refused; a claim left by a dead process is taken over.
 - `--output-dir`, `--out` or `--name` naming another directory than the resumed one are refused (the run stays
   where it is); a run file that is a symbolic link (metrics.jsonl pointing outside the run) is refused, since a
@@ -24,8 +24,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import latest_checkpoint
-from .config import Config, ConfigError, config_from_dict, parse_override, read_yaml, set_key
+from ..config import Config, ConfigError, config_from_dict, parse_override, read_yaml, set_key
+from ..run.checkpoint import latest_checkpoint
 
 # keys a resumed run may change: they alter neither the weights' meaning nor the data or the algorithm
 SAFE_KEYS = frozenset(

@@ -14,15 +14,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import faults
-from .config import Config
-from .data.limits import model_context, prompt_limit
-from .data.split import TaskData, load_task_data
-from .distributed import broadcast_object, device_for_rank, init_distributed
-from .models import Precision, autocast_ctx, load_model_and_tokenizer, resolve_precision
-from .rewards import RewardManager
-from .rewards.limits import SandboxLimits
-from .rollout import RolloutEngine, SamplingParams, build_engine, check_engine
+from ..common import faults
+from ..config import Config
+from ..data.limits import model_context, prompt_limit
+from ..data.split import TaskData, load_task_data
+from ..models import Precision, autocast_ctx, load_model_and_tokenizer, resolve_precision
+from ..parallel.distributed import broadcast_object, device_for_rank, init_distributed
+from ..rewards import RewardManager
+from ..rewards.limits import SandboxLimits
+from ..rollout import RolloutEngine, SamplingParams, build_engine, check_engine
 
 
 def seed_everything(seed: int) -> None:

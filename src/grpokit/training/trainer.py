@@ -1,12 +1,12 @@
-"""One training run's state and its step: the phases of `grpokit.phases` called in order.
+"""One training run's state and its step: the phases of `grpokit.training.phases` called in order.
 
     rollout -> scoring -> filter -> advantage -> update -> signals
 
-The session (model, engine, rewards, data) comes from `grpokit.session`; the trainer adds what learning needs:
+The session (model, engine, rewards, data) comes from `grpokit.training.session`; the trainer adds what learning needs:
 optimizer and schedule, reference policy and KL placement (registered strategies), KL and entropy
 coefficients, the critic with its own optimizer, the run log, detectors and checkpoints. Rank and world size
 flow through (denominators are all-reduced across ranks), so multi-process runs need no change to the math.
-`grpokit.loop.fit` runs the steps with evaluation, logging and alerts.
+`grpokit.training.loop.fit` runs the steps with evaluation, logging and alerts.
 """
 
 from __future__ import annotations
@@ -20,21 +20,20 @@ from typing import Any
 
 import torch
 
-from . import algos, run_state
-from . import metric_names as mn
+from .. import algos
+from .. import metric_names as mn
+from ..config import Config
+from ..models import load_model_and_tokenizer
+from ..monitor.detectors import Monitor
+from ..parallel.distributed import DistInfo, global_metrics, local_prompt_count
+from ..parallel.sharding import make_sharding
+from ..run.writer import RunLog
+from . import checkpointing as run_state
+from .autopilot import Autopilot, Bounds
 from .batch import Batch
-from .config import Config
 from .critic import CriticOptimizer, build_critic
-from .distributed import (
-    DistInfo,
-    global_metrics,
-    local_prompt_count,
-)
 from .evaluation import evaluate
 from .kl_placement import make_placement
-from .models import load_model_and_tokenizer
-from .monitor.autopilot import Autopilot, Bounds
-from .monitor.detectors import Monitor
 from .phases.advantage import advantage_metrics, prepare, score_pass
 from .phases.filter import STRATEGIES, strategy_name
 from .phases.rollout import PromptStream, sample_groups
@@ -43,9 +42,7 @@ from .phases.signals import step_signals
 from .phases.update import Learner, run_update
 from .phases.value_pretrain import pretrain_critic
 from .reference import make_reference
-from .runlog import RunLog
 from .session import Session, open_session
-from .sharding import make_sharding
 
 
 def lr_lambda(schedule: str, warmup: int, total: int):
@@ -347,7 +344,7 @@ class Trainer:
         metrics[mn.TRAIN_LR] = self.optimizer.param_groups[0]["lr"]
 
     def pretrain_critic(self) -> list[dict[str, float]]:
-        """Value pretraining before the first policy step (see `grpokit.phases.value_pretrain`)."""
+        """Value pretraining before the first policy step (see `grpokit.training.phases.value_pretrain`)."""
         return pretrain_critic(self)
 
     # ------------------------------------------------------------------------------------------- eval
@@ -362,7 +359,7 @@ class Trainer:
         return run_state.modules(self)
 
     def save(self) -> Path:
-        """Checkpoint this step (see `grpokit.run_state`)."""
+        """Checkpoint this step (see `grpokit.training.checkpointing`)."""
         return run_state.save(self)
 
     def restore(self, path: Path | None = None) -> int:
@@ -379,10 +376,3 @@ def _timing_metrics(timings: dict[str, float], total: float, b: Batch) -> dict[s
     m[mn.PERF_TOKENS_PER_S] = float((b.prompt_mask.sum() + b.raw_mask.sum()) / total)
     m[mn.PERF_GEN_TOKENS_PER_S] = timings.get("gen_tokens", 0.0) / max(timings.get("generate", 1e-9), 1e-9)
     return m
-
-
-def fit(trainer: Trainer, display: Any = None, *, eval_before: bool = True, eval_samples: int = 1) -> dict[str, Any]:
-    """Run the training loop (see `grpokit.loop.fit`)."""
-    from .loop import fit as _fit
-
-    return _fit(trainer, display, eval_before=eval_before, eval_samples=eval_samples)

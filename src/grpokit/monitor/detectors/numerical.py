@@ -19,10 +19,18 @@ class Numerical(Detector):
     absolute floor `grad_floor` (a norm going 0.01 -> 0.2 is no trouble; a log whose norms are mostly 0 has median 0
     and is judged on the floor). The history counts logged rows, not steps: a spike is one row against the run's
     recent level, so a log written every 5 or 10 steps (TRL's default logging) is judged as soon as it has
-    `min_rows` rows (a step-based window there never held enough rows to judge)."""
+    `min_rows` rows (a step-based window there never held enough rows to judge).
+
+    Before `min_rows` earlier norms exist, a log's first rows are judged with a much larger ratio: from
+    `early_rows` (2) earlier norms on, a norm above `early_spike` (50) x their median (and above `grad_floor`) is a
+    spike (never from a median of 0: two zero norms are steps without an update, not a level). A median of two or
+    three norms is a rough level, hence the 5x stricter ratio: the first rows of the
+    corpus' healthy runs vary by less than 10x, while a blow-up such as SkyRL's 103 against 0.75 and 1.24 (138x)
+    is caught at the row it happens instead of going unjudged."""
 
     name, mode = "numerical", "numerical trouble"
     spike, history, grad_floor, min_rows = 10.0, 20, 1.0, 5
+    early_spike, early_rows = 50.0, 2
     requires = ((mn.TRAIN_GRAD_NORM, mn.TRAIN_NONFINITE_GRAD, mn.TRAIN_NONFINITE_LOSS),)
 
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
@@ -67,9 +75,10 @@ class Numerical(Detector):
             return (self.active, None) if mn.TRAIN_GRAD_NORM not in m else (False, None)
         prev = list(self.norms)
         self.norms.append(g)
-        if len(prev) >= self.min_rows:
+        early = len(prev) < self.min_rows
+        if len(prev) >= min(self.min_rows, self.early_rows):
             med = statistics.median(prev)
-            if g > self.grad_floor and g > self.spike * med:
+            if g > self.grad_floor and g > (self.early_spike if early else self.spike) * med and (med > 0 or not early):
                 ratio = f"{g / med:.0f}x its recent median {med:.3g}" if med > 0 else "from a recent median of 0"
                 return True, self.new_alert(
                     step,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .. import readers_openrlhf
+from . import console_openrlhf as readers_openrlhf
 from .canonical import _OPENRLHF_CONSOLE_MAPPER, _TRL_MAPPER, _VERL_MAPPER, Reader, Segment, _ordered
 from .console_trl import _TRAINER_START, _TRL_DICT, _trl_console_segments
 from .console_verl import _VERL_LINE, _VERL_START, _verl_console_segments, verl_context

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...rundir import MARKER
+from ...run.directory import MARKER
 from .canonical import Reader, Segment, _identity_mapper
 from .jsonl import _jsonl_flavor, _jsonl_rows, _read_jsonl_objects
 
@@ -14,7 +14,7 @@ from .jsonl import _jsonl_flavor, _jsonl_rows, _read_jsonl_objects
 def _yaml_load(text: str) -> dict[str, Any]:
     import yaml
 
-    from ... import safe_yaml
+    from ...common import safe_yaml
 
     try:
         cfg = safe_yaml.load(text)

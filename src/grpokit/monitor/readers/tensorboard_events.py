@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ... import metric_names as mn
 from .canonical import FLAVORS, RawRows, Reader, Segment, _best_flavor, _merge, _ordered
 from .grpokit_run import _yaml_load, grpokit_context
 from .names import _TRL_TB_PREFIXES, TRL_NAMES, VERL_NAMES
@@ -43,7 +44,7 @@ def _tb_scalars(files: list[Path]) -> tuple[RawRows, dict[str, str]]:
 
 
 #: the TensorBoard text tag grpokit writes the run's config under (YAML inside a code fence)
-CONFIG_TEXT_TAG = "grpokit/config"
+CONFIG_TEXT_TAG = mn.CONFIG_TEXT_TAG  # written by grpokit.run.trackers.TensorBoardTracker
 
 
 def _config_from_texts(texts: dict[str, str]) -> dict[str, Any]:

@@ -10,12 +10,12 @@ from typing import Any
 
 import torch
 
-from .. import algos
-from .. import metric_names as mn
-from ..algos.compose import AlgoConfig, compute_advantages
+from ... import algos
+from ... import metric_names as mn
+from ...algos.compose import AlgoConfig, compute_advantages
 from ..batch import Batch
+from ..forward import completion_forward
 from ..kl_placement import KLPlacement
-from ..learner import completion_forward
 
 Autocast = Callable[[], contextlib.AbstractContextManager]
 

@@ -11,11 +11,11 @@ from collections.abc import Callable
 
 import torch
 
-from .. import metric_names as mn
-from ..algos.compose import AlgoConfig
-from ..algos.shaping import group_keep_mask
+from ... import metric_names as mn
+from ...algos.compose import AlgoConfig
+from ...algos.shaping import group_keep_mask
+from ...monitor.signals import zero_variance_signals
 from ..batch import Batch
-from ..monitor.signals import zero_variance_signals
 
 Draw = Callable[[int], Batch]
 STRATEGIES: dict[str, Callable[[Draw, int, AlgoConfig], tuple[Batch, dict[str, float]]]] = {}

@@ -6,7 +6,7 @@ import time
 
 import torch
 
-from ..rollout import RolloutEngine, RolloutOutput, SamplingParams
+from ...rollout import RolloutEngine, RolloutOutput, SamplingParams
 
 
 class PromptStream:

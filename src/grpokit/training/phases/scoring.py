@@ -9,14 +9,14 @@ from typing import Any
 
 import torch
 
-from .. import algos
-from .. import metric_names as mn
-from ..algos.compose import AlgoConfig
+from ... import algos
+from ... import metric_names as mn
+from ...algos.compose import AlgoConfig
+from ...data import Example
+from ...monitor import signals
+from ...rewards import RewardManager
+from ...rollout import RolloutOutput
 from ..batch import Batch, from_rollout
-from ..data import Example
-from ..monitor import signals
-from ..rewards import RewardManager
-from ..rollout import RolloutOutput
 
 
 def shape_rewards(

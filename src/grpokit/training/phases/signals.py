@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import torch
 
-from .. import algos
-from .. import metric_names as mn
-from ..algos.compose import AlgoConfig
+from ... import algos
+from ... import metric_names as mn
+from ...algos.compose import AlgoConfig
+from ...monitor import signals
 from ..batch import Batch
-from ..monitor import signals
 
 
 def step_signals(

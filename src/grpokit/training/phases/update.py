@@ -14,16 +14,16 @@ from typing import Any
 
 import torch
 
-from .. import algos
-from .. import metric_names as mn
-from ..algos.aggregate import Denominators
-from ..algos.compose import AlgoConfig, LossInputs, compute_loss, loss_denominators
+from ... import algos
+from ... import metric_names as mn
+from ...algos.aggregate import Denominators
+from ...algos.compose import AlgoConfig, LossInputs, compute_loss, loss_denominators
+from ...parallel.distributed import DistInfo, all_gather_objects, all_reduce_grads, all_reduce_sum, any_rank
+from ...parallel.sharding import Sharding
 from ..batch import Batch
 from ..critic import Critic, CriticOptimizer
-from ..distributed import DistInfo, all_gather_objects, all_reduce_grads, all_reduce_sum, any_rank
-from ..learner import completion_forward
+from ..forward import completion_forward
 from ..reference import Reference
-from ..sharding import Sharding
 from .advantage import micro_batches
 
 
@@ -53,7 +53,7 @@ class Learner:
     critic_opt: CriticOptimizer | None = None
     info: DistInfo = field(default_factory=DistInfo)
     on_phase: Callable[..., None] | None = None
-    sharding: Sharding | None = None  # how the learner is laid out over ranks (`grpokit.sharding`)
+    sharding: Sharding | None = None  # how the learner is laid out over ranks (`grpokit.parallel.sharding`)
     top_k: int = 0  # the sampler's truncation, applied to the learner's log-probs (docs/math.md §10)
     top_p: float = 1.0
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import torch
 
-from .. import algos
-from .. import metric_names as mn
+from ... import algos
+from ... import metric_names as mn
+from ...parallel.distributed import global_metrics
 from ..critic import pretraining_done
-from ..distributed import global_metrics
 from .update import run_update
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .algos.entropy import logprobs_and_entropy
-from .prefix import decoder_and_head, positions, shared_prefix_hidden
+from ..algos.entropy import logprobs_and_entropy
+from ..models.prefix import decoder_and_head, positions, shared_prefix_hidden
 
 
 def completion_forward(
@@ -29,7 +29,7 @@ def completion_forward(
     log-probs under the sampler's `top_k` / `top_p` truncation (docs/math.md §10), the entropy the full one's.
 
     With `return_hidden` the third element is the last hidden states that predict each completion token (what a
-    critic head reads, `grpokit.critic`), else None.
+    critic head reads, `grpokit.training.critic`), else None.
 
     Common left padding of the prompts and right padding of the completions is trimmed first. Position ids
     follow the attention mask, as in `generate`, so left padding does not shift positions. With `shared_prefix`
