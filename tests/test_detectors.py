@@ -207,15 +207,28 @@ def test_entropy_rule_spec_vector_18_15() -> None:
 
 def test_entropy_flag_stays_set_while_low_and_alerts_once() -> None:
     det = EntropyCollapse()
-    hs = [0.4] * 55
+    hs = [0.6] + [0.4] * 55
     alerts = []
     on = []
     for i, h in enumerate(hs):
         if (a := det.observe(i, {"entropy/token_mean": h})) is not None:
             alerts.append(a)
         on.append(det.active)
-    assert [a.fired_at for a in alerts] == [50]
-    assert on == [False] * 50 + [True] * 5
+    assert [a.fired_at for a in alerts] == [51]
+    assert on == [False] * 51 + [True] * 5
+
+
+def test_entropy_low_from_the_first_step_is_no_collapse_unless_it_falls_further() -> None:
+    """A collapse is a fall: entropy below h* from the first logged step (TRL's finance run, 0.087 at step 1 and 0.077
+    at step 100, reward flat) raises nothing; a fall below 10% of that initial level is a collapse, and low entropy
+    at the accuracy ceiling is still convergence."""
+    assert feed(EntropyCollapse(), entropy_rows([0.087, 0.074, 0.081] * 40)) == []
+    a = one(feed(EntropyCollapse(patience=3), entropy_rows([0.2] * 10 + [0.01] * 5)))
+    assert (a.mode, a.step, a.evidence["threshold"]) == ("entropy collapse", 11, 0.02) and "10%" in a.message
+    rows = [{"entropy/token_mean": 0.05, "reward/accuracy": 0.95}] * 5
+    assert one(feed(EntropyCollapse(patience=3), rows)).mode == "convergence"
+    # one logged value at or above h* before the drop makes it a fall
+    assert one(feed(EntropyCollapse(patience=3), entropy_rows([0.5] + [0.087] * 4))).step == 2
 
 
 def test_entropy_exactly_h_star_resets_the_counter() -> None:
@@ -228,19 +241,19 @@ def test_entropy_exactly_h_star_resets_the_counter() -> None:
 
 def test_entropy_nan_resets_the_counter_and_is_reported_as_missing() -> None:
     det = EntropyCollapse()
-    alerts = feed(det, entropy_rows([0.4] * 50 + [NAN] + [0.4] * 50), start=0)
+    alerts = feed(det, entropy_rows([0.6] + [0.4] * 50 + [NAN] + [0.4] * 50), start=0)
     assert [a.mode for a in alerts] == ["entropy metric missing"]  # the separate alert of §17.7, no collapse
-    assert alerts[0].step == 50 and alerts[0].detector == "entropy_collapse"
+    assert alerts[0].step == 51 and alerts[0].detector == "entropy_collapse"
     assert det.count == 50 and not det.active
-    a = one(feed(det, entropy_rows([0.4]), start=101))
-    assert a.mode == "entropy collapse" and a.step == 51
+    a = one(feed(det, entropy_rows([0.4]), start=102))
+    assert a.mode == "entropy collapse" and a.step == 52
 
 
 def test_entropy_nan_clears_an_active_flag() -> None:
     det = EntropyCollapse(patience=2)
-    feed(det, entropy_rows([0.1] * 3))
+    feed(det, entropy_rows([0.6] + [0.1] * 3))
     assert det.active
-    feed(det, entropy_rows([NAN]), start=4)
+    feed(det, entropy_rows([NAN]), start=5)
     assert not det.active and det.count == 0
 
 
@@ -267,7 +280,8 @@ def test_entropy_ignores_rows_without_the_signal() -> None:
     from counting: entropy below h* at steps 1, 2 and 4 has been below for 4 steps at step 4 (issue 13: skipped
     updates made the collapse be called 49 steps late)."""
     det = EntropyCollapse(patience=2)
-    a = one(feed(det, entropy_rows([0.1, 0.1]) + [{"reward/mean": 0.5}] + entropy_rows([0.1])))
+    rows = entropy_rows([0.6, 0.1, 0.1]) + [{"reward/mean": 0.5}] + entropy_rows([0.1])
+    a = one(feed(det, rows, start=0))
     assert a.fired_at == 4 and a.evidence["steps_below"] == 4 and a.step == 1
 
 
@@ -559,7 +573,12 @@ STORM = {
 
 def storm_rows(n: int) -> list[dict[str, float]]:
     # growing incorrect length and KL so the trend conditions hold too
-    return [{**STORM, "length/incorrect_mean": 500.0 + i, "kl_ref/k3": 5.0 + i} for i in range(n)]
+    # (entropy falls from 2.0 after the first row: a collapse is a fall)
+    h = [2.0] + [STORM["entropy/token_mean"]] * (n - 1)
+    return [
+        {**STORM, "length/incorrect_mean": 500.0 + i, "kl_ref/k3": 5.0 + i, "entropy/token_mean": h[i]}
+        for i in range(n)
+    ]
 
 
 def test_storm_sets_off_every_detector() -> None:
@@ -675,6 +694,7 @@ def test_windows_are_in_steps_when_the_log_is_written_every_10_steps() -> None:
     a = one([x for s in range(10, 40, 10) if (x := det.observe(s, zv_row(0.9))) is not None])
     assert (a.step, a.fired_at) == (20, 20)  # the second row tells the interval; one row covers the window
     det = EntropyCollapse()
+    det.observe(0, {"entropy/token_mean": 0.6})
     alerts = [(s, x) for s in range(10, 80, 10) if (x := det.observe(s, {"entropy/token_mean": 0.3}))]
     assert [s for s, _ in alerts] == [60] and alerts[0][1].evidence["steps_below"] == 51
     # a 20-step clipping window filled by two rows 10 steps apart
@@ -695,7 +715,7 @@ def test_advantage_collapse_alert_carries_its_current_value_and_escalates() -> N
 
 
 def test_entropy_fix_never_offers_clip_higher_where_nothing_clips_or_it_is_on() -> None:
-    rows = entropy_rows([0.3] * 5)
+    rows = entropy_rows([0.6] + [0.3] * 5)
     on_policy = one(feed(EntropyCollapse({"epochs": 1, "mini_batches": 1}, patience=3), rows))
     assert "clip-higher cannot act" in on_policy.fix and "algo.eps_high" not in " ".join(on_policy.actions)
     assert on_policy.fix.startswith("an entropy bonus")
@@ -715,8 +735,8 @@ def test_low_entropy_at_the_accuracy_ceiling_is_convergence_not_collapse() -> No
     # a 0/1 reward (verl's score with min 0, max 1) is an accuracy too
     rows = [{"entropy/token_mean": 0.05, "reward/mean": 0.97, "reward/min": 0.0, "reward/max": 1.0}] * 5
     assert one(feed(EntropyCollapse(patience=3), rows)).mode == "convergence"
-    # the same entropy at 40% accuracy is a collapse
-    rows = [{"entropy/token_mean": 0.05, "reward/accuracy": 0.4}] * 5
+    # the same entropy at 40% accuracy, after a fall from 0.8, is a collapse
+    rows = [{"entropy/token_mean": 0.8 if i == 0 else 0.05, "reward/accuracy": 0.4} for i in range(6)]
     assert one(feed(EntropyCollapse(patience=3), rows)).mode == "entropy collapse"
 
 

@@ -16,7 +16,7 @@ from grpokit.config import build_config
 from grpokit.monitor.doctor import diagnose, diagnose_all, render
 from grpokit.monitor.doctor.diagnose import VERDICT_MEANING
 from grpokit.monitor.report import make_report
-from grpokit.trainer import Trainer, fit
+from grpokit.training import Trainer, fit
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 # a tiny model with a reward that is always 0: every group has zero variance (advantage collapse)
@@ -114,7 +114,7 @@ def test_autopilot_switches_on_dynamic_sampling_and_logs_before_after(tmp_path: 
 
 
 def test_autopilot_respects_bounds(tmp_path: Path) -> None:
-    from grpokit.monitor.autopilot import Autopilot, Bounds
+    from grpokit.training.autopilot import Autopilot, Bounds
 
     overrides = ["model.name=tiny", "rollout.max_new_tokens=2", "train.steps=0", "algo.eps_high=0.38"]
     trainer = Trainer(build_config("dapo", overrides=overrides), tmp_path)
@@ -254,7 +254,7 @@ def test_a_run_that_never_trained_is_critical(tmp_path: Path) -> None:
 
 def test_entropy_advice_on_policy_offers_what_can_act(tmp_path: Path) -> None:
     """dapo with one optimizer step per batch: clip-higher cannot act; the entropy bonus can."""
-    rows = [{"entropy/token_mean": 0.2, "reward/accuracy": 0.3, "reward/mean": 0.3}] * 60
+    rows = [{"entropy/token_mean": 0.2 if i else 0.8, "reward/accuracy": 0.3, "reward/mean": 0.3} for i in range(61)]
     diag = diagnose(_grpokit_run(tmp_path / "low_entropy", rows))
     a = next(a for a in diag["alerts"] if a["mode"] == "entropy collapse")
     assert "clip-higher cannot act" in a["fix"] and not any("eps_high" in x for x in a["actions"])
@@ -264,7 +264,7 @@ def test_entropy_advice_on_policy_offers_what_can_act(tmp_path: Path) -> None:
 def test_doctor_on_a_bare_tensorboard_folder_knows_the_run_had_dynamic_sampling(tmp_path: Path) -> None:
     """Issue 13: doctor on a grpokit run's `tb/` folder recommended algo.dynamic_sampling=true to a dapo run (the
     folder carried no config). The config now travels inside the events."""
-    from grpokit.runlog import RunLog as Writer
+    from grpokit.run.writer import RunLog as Writer
 
     w = Writer(tmp_path / "run")
     w.write_config(build_config("dapo").to_dict())
@@ -317,7 +317,7 @@ def test_doctor_never_raises_on_mangled_logs(tmp_path: Path, capsys) -> None:
 
 def test_advice_names_the_knob_of_the_trainer_that_wrote_the_log(tmp_path: Path) -> None:
     """A verl console log (its printed config says 4 mini-batches per batch, symmetric clip 0.2, no entropy bonus)
-    whose entropy stays at 0.2 nats with a 30% score: the advice names verl's settings."""
+    whose entropy falls to 0.2 nats after its first step with a 30% score: the advice names verl's settings."""
     lines = [
         "(TaskRunner pid=1) {'actor_rollout_ref': {'actor': {'clip_ratio': 0.2,",
         "(TaskRunner pid=1)                                  'clip_ratio_high': 0.2,",
@@ -328,7 +328,8 @@ def test_advice_names_the_knob_of_the_trainer_that_wrote_the_log(tmp_path: Path)
         "(TaskRunner pid=1)  'data': {'train_batch_size': 256}}",
     ]
     lines += [
-        f"(TaskRunner pid=1) step:{s} - actor/entropy:0.2 - critic/score/mean:0.3 - critic/score/max:1.0 - "
+        f"(TaskRunner pid=1) step:{s} - actor/entropy:{0.8 if s == 1 else 0.2} - critic/score/mean:0.3 - "
+        "critic/score/max:1.0 - "
         f"critic/score/min:0.0 - actor/pg_clipfrac:0.01"
         for s in range(1, 61)
     ]

@@ -134,7 +134,14 @@ class EntropyCollapse(Detector):
     mean of the first `baseline_steps` logged values for more than `patience` steps. While accuracy (train or
     held-out accuracy, or a 0/1 reward; the mean of the last `acc_window` steps) is at or above `ceiling`, low
     entropy is reported as convergence, not collapse: on a task with one right answer a policy that is right
-    almost always has no reason to spread its probability."""
+    almost always has no reason to spread its probability.
+
+    A collapse is a fall: the absolute rule calls entropy collapse (or "low entropy") only once the log has shown
+    entropy at or above `h_star` at some earlier step. A log whose entropy is below `h_star` from its first logged
+    step (a short structured-output task, a model tuned to answer in one format: e.g. TRL entropy 0.087 at step 1
+    and 0.077 at step 100) shows no collapse during training; it is judged by the relative rule alone (a fall below
+    `rel_frac` of its own initial level), and its low entropy is still reported as convergence when accuracy is at
+    `ceiling`. A log that starts after an earlier collapse is judged the same way (it cannot show the fall)."""
 
     name, mode = "entropy_collapse", "entropy collapse"
     h_star, patience, rel_frac, baseline_steps, ceiling, acc_window = 0.5, 50, 0.1, 10, 0.9, 10
@@ -150,6 +157,7 @@ class EntropyCollapse(Detector):
         self.rel_since: int | None = None
         self.baseline: list[float] = []
         self.missing_reported = False
+        self.seen_high = False  # entropy was at or above h_star at some logged step (a later drop is a fall)
         self.acc = StepWindow(self.acc_window)  # (signal, accuracy) of recent steps; their mean is compared
         self.range = _RewardRange()
         self.rewards = StepWindow(self.trend_window)
@@ -200,6 +208,8 @@ class EntropyCollapse(Detector):
         (mean of the first `baseline_steps` values)."""
         if len(self.baseline) < self.baseline_steps:
             self.baseline.append(h)
+        if h >= self.h_star:
+            self.seen_high = True
         if h < self.h_star:
             self.since = step if self.since is None else self.since
             self.count = step - self.since + 1
@@ -214,9 +224,9 @@ class EntropyCollapse(Detector):
             self.rel_since, self.rel_count = None, 0
         return base
 
-    def _alert(self, step: int, h: float, base: float) -> Alert:
-        """Entropy collapse (critical), or convergence (info) while accuracy is at its ceiling."""
-        absolute = self.count > self.patience
+    def _alert(self, step: int, h: float, base: float, absolute: bool) -> Alert:
+        """Entropy collapse (critical), or convergence (info) while accuracy is at its ceiling; `absolute`: by the
+        absolute rule (else the relative one)."""
         n = self.count if absolute else self.rel_count
         ev: dict[str, Any] = {
             "entropy": round(h, 4),
@@ -294,9 +304,13 @@ class EntropyCollapse(Detector):
             self.since = self.rel_since = None
             return False, None
         base = self._count(step, h)
-        if self.count <= self.patience and self.rel_count <= self.patience:
-            return False, None
-        return True, self._alert(step, h, base)
+        low, relative = self.count > self.patience, self.rel_count > self.patience
+        if relative or (low and self.seen_high):
+            return True, self._alert(step, h, base, absolute=low and self.seen_high)
+        acc_key, acc_v = self._accuracy()
+        if low and acc_key is not None and acc_v >= self.ceiling:  # low from the start, at the accuracy ceiling
+            return True, self._alert(step, h, base, absolute=True)
+        return False, None
 
     def observe(self, step: int, m: dict[str, Any]) -> Alert | None:
         alert = super().observe(step, m)
