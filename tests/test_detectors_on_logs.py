@@ -120,3 +120,30 @@ def test_a_gradient_spike_in_the_first_rows_needs_50x_the_median_of_two_earlier_
     for early in ([0.75, 1.24, 20.0, 0.99], [0.0, 0.0, 5.0, 1.0], [0.8, 60.0, 1.0, 0.9]):
         rows = [{"actor/grad_norm": g, "critic/score/mean": 0.4, "actor/entropy": 1.0} for g in early]
         assert "numerical trouble" not in modes(diagnose(verl_log(tmp_path, rows))), early
+
+
+def test_sustained_near_total_truncation_is_critical(tmp_path: Path) -> None:
+    """TRL/Unsloth's Chaos-Economy run (real/trl_unsloth_chaos_economy_truncation), logged every 5 steps:
+    `completions/clipped_ratio` 0.6-0.85 at first, then at least 0.9 at every row: a warning from the first full
+    window, critical once 20 steps of rows are all at or above 90%. 60-85% stays a warning."""
+    clipped = [0.6, 0.75, 0.8, 0.65, 0.65, 0.9, 0.85, 0.9, 0.9, 0.9, 0.95, 0.95, 1.0, 1.0, 1.0, 1.0]
+    rows = [{"completions/clipped_ratio": c, "reward": 0.5, "grad_norm": 0.3} for c in clipped]
+    diag = diagnose(trl_log(tmp_path / "cut", rows, logging_steps=5))
+    a = next(a for a in diag["alerts"] if a["mode"] == "truncation")
+    assert a["severity"] == "critical" and a["escalations"] == [{"step": 55, "from": "warning", "to": "critical"}]
+    assert diag["verdict"] == "failing"
+    rows = [{**r, "completions/clipped_ratio": min(c, 0.85)} for r, c in zip(rows, clipped)]
+    diag = diagnose(trl_log(tmp_path / "often", rows, logging_steps=5))
+    assert modes(diag) == {"truncation": "warning"} and diag["verdict"] == "warnings"
+
+
+def test_one_row_of_zero_variance_in_a_sparse_log_is_not_advantage_collapse(tmp_path: Path) -> None:
+    """Chaos-Economy again (two generations per prompt): `frac_reward_zero_std` 0.0, 0.6, 0.2 at steps 170-180. A
+    5-step window holds one row of a log written every 5 steps; the fraction is averaged over at least the last two
+    rows (0.3), so a moment is not a sustained collapse. Two rows at 0.9 are."""
+    zv = [0.0, 0.2, 0.0, 0.6, 0.2, 0.2, 0.0]
+    rows = [{"frac_reward_zero_std": z, "reward": 0.5, "grad_norm": 0.3} for z in zv]
+    assert "advantage collapse" not in modes(diagnose(trl_log(tmp_path / "moment", rows, logging_steps=5)))
+    rows = [{**r, "frac_reward_zero_std": z} for r, z in zip(rows, [0.0, 0.2, 0.0, 0.9, 0.9, 0.2, 0.0])]
+    a = next(a for a in diagnose(trl_log(tmp_path / "held", rows, logging_steps=5))["alerts"])
+    assert (a["mode"], a["fired_at"], a["cleared_at"]) == ("advantage collapse", 25, 35)  # 30: (0.9 + 0.2) / 2

@@ -17,17 +17,41 @@ from .rows import StepWindow, _finite, _num, _RewardRange, accuracy_now
 class AdvantageCollapse(Windowed):
     """Zero-variance groups (§17.1): mean over `window` steps >= `threshold` (critical at `critical`).
     Uses the accuracy-based fraction when logged (what dynamic sampling filters), else the reward-based one.
+    The mean is over the last `window` steps and at least the last `min_rows` (2) logged rows: a log written every
+    `window` steps or less often fills the window with one row, and one row is a moment, not a sustained state
+    (TRL/Unsloth's Chaos-Economy run, two generations per prompt, logged every 5 steps: 0.6 at step 175 between
+    0.0 and 0.2).
     When the all-correct groups average at least `learned` of all groups (and outnumber the all-wrong ones), the
     zero variance is the task learned: mode "convergence", severity info, advice to stop."""
 
     name, mode = "advantage_collapse", "advantage collapse"
-    threshold, critical, window, learned = 0.5, 0.8, 5, 0.8
+    threshold, critical, window, learned, min_rows = 0.5, 0.8, 5, 0.8, 2
     keys = (mn.ZV_ACC_FRAC, mn.ZV_FRAC, mn.ZV_SAMPLE_FRAC)
     requires = ((*keys, mn.ADV_MAX, mn.REWARD_MAX),)
 
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
         super().__init__(context, **params)
         self.split = StepWindow(self.window)
+        self.recent_rows: list[tuple[int, float]] = []  # the last `min_rows` logged (step, fraction)
+
+    def mean(self) -> float:
+        """The zero-variance fraction over the window, or over the last `min_rows` logged rows when the window
+        holds fewer."""
+        if len(self.values) >= self.min_rows:
+            return super().mean()
+        if len(self.recent_rows) < self.min_rows:
+            return math.nan
+        return statistics.fmean(v for _, v in self.recent_rows[-int(self.min_rows) :])
+
+    def _remember(self) -> None:
+        step, v = self.values.items[-1]
+        if self.recent_rows and self.recent_rows[-1][0] >= step:
+            if self.recent_rows[-1][0] > step:  # a restart: the rows before it are another run's
+                self.recent_rows.clear()
+            else:
+                self.recent_rows.pop()
+        self.recent_rows.append((step, v))
+        del self.recent_rows[: -int(self.min_rows)]
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         key = self.push(step, m)
@@ -35,8 +59,9 @@ class AdvantageCollapse(Windowed):
             key = self._push_range(step, m)
         if key is None:
             return self.active, None
+        self._remember()
         self.split.add(step, (_finite(m, mn.ZV_ALL_CORRECT), _finite(m, mn.ZV_ALL_WRONG)))
-        if not self.full() or self.mean() < self.threshold:
+        if not self.full() or not self.mean() >= self.threshold:
             return False, None
         zv = self.mean()
         ev: dict[str, Any] = {"zero_variance_frac": round(zv, 3), "signal": key, "window_steps": self.window}
