@@ -389,6 +389,19 @@ def test_length_collapse_without_accuracy_gain() -> None:
     assert feed(LengthBias(collapse_frac=0.1), rows) == []
 
 
+def test_length_collapse_on_the_reward_when_the_log_has_no_accuracy() -> None:
+    """verl's ReTool on-policy-distillation run (real/verl_grpo_retool_opd_qwen3_4b_length_collapse): no accuracy,
+    a -1/+1 score. Length 1,759 -> 88 -> 1 token while the score falls from -0.68 to -1.0 is a collapse; the same
+    fall with the reward rising above its first-steps mean is a shorter answer that earns more."""
+    first = [(1759.0, -0.68), (1700.0, -0.8), (1500.0, -0.85), (1353.0, -0.91), (1233.0, -0.92)]
+    rows = [{"length/mean": n, "reward/mean": r} for n, r in first + [(88.0, -0.99), (1.0, -1.0)]]
+    a = one(feed(LengthBias(), rows))
+    assert (a.mode, a.step) == ("length collapse", 6) and "without any reward gain" in a.message
+    assert a.evidence == {"length": 88.0, "reward": -0.99, "initial_reward": -0.832}
+    earns_more = rows[:5] + [{"length/mean": 88.0, "reward/mean": 0.2}]
+    assert feed(LengthBias(), earns_more) == []
+
+
 # ------------------------------------------------------------------------------------------------ truncation
 
 

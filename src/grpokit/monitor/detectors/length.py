@@ -14,8 +14,11 @@ from .rows import StepWindow, _finite, _slope
 @register
 class LengthBias(Windowed):
     """Incorrect responses longer than correct ones by `ratio` and still growing over `window` steps (the 1/|o|
-    length bias of §4), or length collapse: mean length below `collapse_frac` of its first-steps level while
-    accuracy has not improved (VC-PPO's symptom)."""
+    length bias of §4), or length collapse: mean length below `collapse_frac` of its first 5 logged values while
+    accuracy is at or below its mean over those first 5 rows (VC-PPO's symptom). A log without accuracy (verl logs
+    the verifier's score, not an accuracy, unless it is 0/1) is judged on its mean reward the same way: length
+    falling to under 30% with no gain in reward is a collapse (verl's ReTool on-policy-distillation run: 1,759
+    tokens at step 1, exactly 1 from step 12, score -0.68 -> -1.0), a shorter answer that earns more is not."""
 
     name, mode = "length_bias", "length bias"
     ratio, window, collapse_frac = 1.3, 10, 0.3
@@ -26,6 +29,7 @@ class LengthBias(Windowed):
         super().__init__(context, **params)
         self.first_len: list[float] = []
         self.first_acc: list[float] = []
+        self.first_reward: list[float] = []
         self.ratios = StepWindow(self.window)
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
@@ -59,19 +63,26 @@ class LengthBias(Windowed):
                 onset=self.values.first_step(),
             )
         if math.isfinite(mean):
+            reward = _finite(m, mn.REWARD_MEAN)
             if len(self.first_len) < 5:
                 self.first_len.append(mean)
                 if math.isfinite(acc):
                     self.first_acc.append(acc)
+                if math.isfinite(reward):
+                    self.first_reward.append(reward)
             elif mean < self.collapse_frac * statistics.fmean(self.first_len):
-                base_acc = statistics.fmean(self.first_acc) if self.first_acc else math.nan
-                if math.isfinite(acc) and math.isfinite(base_acc) and acc <= base_acc:
+                # accuracy when the log has it from the start, else the mean reward
+                what, now, first = (
+                    ("accuracy", acc, self.first_acc) if self.first_acc else ("reward", reward, self.first_reward)
+                )
+                base = statistics.fmean(first) if first else math.nan
+                if math.isfinite(now) and math.isfinite(base) and now <= base:
                     return True, self.new_alert(
                         step,
                         "warning",
                         f"mean length fell to {mean:.0f} from {statistics.fmean(self.first_len):.0f} "
-                        "tokens without any accuracy gain",
-                        {"length": round(mean, 1), "accuracy": round(acc, 3), "initial_accuracy": round(base_acc, 3)},
+                        f"tokens without any {what} gain",
+                        {"length": round(mean, 1), what: round(now, 3), f"initial_{what}": round(base, 3)},
                         "value pretraining and decoupled GAE for PPO (VC-PPO); a lower learning rate",
                         mode="length collapse",
                     )
