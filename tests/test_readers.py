@@ -398,7 +398,7 @@ def test_grpokit_config_travels_with_the_tensorboard_events(tmp_path) -> None:
     """A bare `tb/` folder of a grpokit run knows the run's config (issue 13: doctor on `tb/` recommended dynamic
     sampling to a run that had it on)."""
     from grpokit.config import build_config
-    from grpokit.runlog import RunLog as Writer
+    from grpokit.run.writer import RunLog as Writer
 
     w = Writer(tmp_path / "run")
     w.write_config(build_config("dapo").to_dict())
@@ -418,8 +418,8 @@ def test_a_run_opening_with_value_pretraining_rows_is_read_as_grpokit(tmp_path) 
     `critic_pretrain/*` names, and the run was read from its `tb/` events instead (`grpokit compare` named it
     "tb"). A directory `grpokit train` claimed (its marker file) is a grpokit run whatever its first lines hold."""
     from grpokit.config import build_config
-    from grpokit.rundir import claim_run_dir
-    from grpokit.runlog import RunLog as Writer
+    from grpokit.run.directory import claim_run_dir
+    from grpokit.run.writer import RunLog as Writer
 
     run = claim_run_dir(tmp_path / "vapo_run")
     w = Writer(run)
@@ -565,3 +565,11 @@ def test_openrlhf_console_train_epoch_bars_alone(tmp_path) -> None:
     assert _values(log, "length/mean") == pytest.approx([110.0, 110.0])
     assert "critic/value_loss" not in log.available
     assert any("mean of the micro-batch values" in n for n in log.notes)
+
+
+def test_verl_in_reward_kl_is_the_kl_to_the_reference() -> None:
+    """verl >= 0.3 with use_kl_in_reward logs the in-reward KL as `actor/reward_kl_penalty` (k1 with the default
+    algorithm.kl_penalty), its coefficient as `actor/reward_kl_penalty_coeff` (not a KL: unmapped)."""
+    log = read_run(REAL / "verl_grpo_retool_opd_qwen1p5b_10_steps")
+    assert log.rows[1]["step"] == 1 and log.rows[1]["kl_ref/k1"] == pytest.approx(0.3142735958099365)
+    assert "actor/reward_kl_penalty_coeff" in log.raw_names and "kl_ref/k1" in log.available

@@ -163,6 +163,11 @@ VERL_NAMES: dict[str, tuple[str, ...]] = {
     # verl <= 0.2 with the KL penalty in the reward: mean (old_logp - ref_logp) over response tokens with the
     # default kl_penalty="kl", i.e. the k1 estimator against the reference
     "critic/kl": (mn.KL_REF_K1,),
+    # verl >= 0.3 with use_kl_in_reward: the same in-reward KL (`apply_kl_penalty` in `ray_trainer.py`: per-sequence
+    # token means of `kl_penalty(old_log_probs, ref_log_prob)`, then the batch mean); k1 with the default
+    # algorithm.kl_penalty="kl" (a run set to low_var_kl / abs / mse logs that estimator under the same name). Its
+    # coefficient is `actor/reward_kl_penalty_coeff`.
+    "actor/reward_kl_penalty": (mn.KL_REF_K1,),
     # total tokens / (step time * n_gpus): grpokit's tokens/s per GPU (identical on one GPU; a constant factor
     # otherwise, which leaves trends and ratios unchanged)
     "perf/throughput": (mn.PERF_TOKENS_PER_S,),
