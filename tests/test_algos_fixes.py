@@ -61,7 +61,7 @@ def test_2_adaptive_kl_coefficient_reacts_with_batch_size_n() -> None:
 def test_adaptive_kl_in_the_trainer_moves_beta_by_the_batch_size(tmp_path) -> None:
     """The ppo recipe's beta moves by n = batch size per step (it stayed at its start with n = 1)."""
     from grpokit.config import build_config
-    from grpokit.trainer import Trainer
+    from grpokit.training.trainer import Trainer
 
     cfg = build_config(
         "ppo",

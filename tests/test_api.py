@@ -135,7 +135,7 @@ def test_functions_in_overrides_are_recorded_by_name_and_never_stringified(tmp_p
 
 def test_prompt_only_data_without_reward_functions_is_one_clear_error(tmp_path: Path) -> None:
     from grpokit.config import build_config
-    from grpokit.session import open_session
+    from grpokit.training.session import open_session
 
     data = tmp_path / "prompts.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"Tell a joke about {w}."}) + "\n" for w in ("cats", "dogs")))
@@ -149,8 +149,8 @@ def test_output_dir_is_the_run_directory_claimed_as_the_cli_claims_it(tmp_path: 
     """`grpokit.train(output_dir=...)` writes the run into exactly that folder (TRL's meaning), claimed with the
     CLI's marker; a second run into it is refused; a run name that would leave `out` is refused."""
     from grpokit.api import train
-    from grpokit.output_dir import OutputDirError
-    from grpokit.rundir import MARKER
+    from grpokit.run.directory import MARKER
+    from grpokit.run.output_dir import OutputDirError
 
     small = dict(model="tiny", steps=1, prompts_per_step=1, group_size=2, max_new_tokens=2, eval_size=1)
     exact, parent = tmp_path / "exact", tmp_path / "parent"

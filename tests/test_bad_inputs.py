@@ -2,9 +2,9 @@
 
 Outcomes: one line naming the field / file / line and the fix with exit 2; a refusal of contradictory settings;
 a counted, logged skip; or (runtime stops) one line with 130 / 143 / 1 — and nothing already written (metrics,
-checkpoints) is lost or duplicated. Setup errors run the real `grpokit.cli.main` in this process (they stop before a
-model loads); training, signals, resume and disk-full cases run the real command line in a subprocess with the tiny
-model.
+checkpoints) is lost or duplicated. Setup errors run the real `grpokit.cli.main.main` in this process (they stop
+before a model loads); training, signals, resume and disk-full cases run the real command line in a subprocess
+with the tiny model.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from grpokit.cli import main
+from grpokit.cli.main import main
 from grpokit.config import build_config
 from grpokit.monitor.detectors import Monitor
-from grpokit.rundir import claim_run_dir
+from grpokit.run.directory import claim_run_dir
 
 TESTS = Path(__file__).parent
 SMALL = [
@@ -229,7 +229,7 @@ def test_one_example_file_trains_and_says_there_is_no_held_out_set(tmp_path: Pat
 def test_long_prompts_are_skipped_counted_and_logged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     long = {"prompt": "count: " + "one two three " * 100, "answer": "1"}
     f = write_jsonl(tmp_path / "d.jsonl", [*sums(12), long])
-    from grpokit.session import open_session
+    from grpokit.training.session import open_session
 
     cfg = build_config("grpo", overrides=["model.name=tiny", f"data.task={f}", "data.max_prompt_tokens=100"])
     s = open_session(cfg)
@@ -502,8 +502,8 @@ def test_resume_replays_alert_history_instead_of_raising_it_again(trained: Path,
     import yaml
 
     from grpokit.config import config_from_dict
-    from grpokit.resume import replay_monitor
-    from grpokit.trainer import Trainer
+    from grpokit.training.resume import replay_monitor
+    from grpokit.training.trainer import Trainer
 
     run = copy_run(trained, tmp_path / "run")
     cfg = config_from_dict(yaml.safe_load((run / "config.yaml").read_text()))
@@ -655,7 +655,7 @@ def test_two_resumes_at_once_one_trains_the_other_is_refused(trained: Path, tmp_
 def test_a_resume_of_a_run_still_training_is_refused(
     trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from grpokit.rundir import MARKER, process_start
+    from grpokit.run.directory import MARKER, process_start
 
     run = copy_run(trained, tmp_path / "run")
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
@@ -672,7 +672,14 @@ def test_a_resume_of_a_run_still_training_is_refused(
 
 
 def test_a_claim_left_by_a_dead_process_is_taken_over(tmp_path: Path) -> None:
-    from grpokit.rundir import MARKER, RunInUseError, claim_existing_run, process_start, read_claim, release_claim
+    from grpokit.run.directory import (
+        MARKER,
+        RunInUseError,
+        claim_existing_run,
+        process_start,
+        read_claim,
+        release_claim,
+    )
 
     run = tmp_path / "run"
     run.mkdir()
@@ -696,8 +703,8 @@ def test_a_claim_left_by_a_dead_process_is_taken_over(tmp_path: Path) -> None:
 
 
 def test_output_dir_left_claimed_by_a_dead_process_is_taken_over(tmp_path: Path) -> None:
-    from grpokit.output_dir import OutputDirError, claim_output_dir
-    from grpokit.rundir import MARKER, process_start, read_claim
+    from grpokit.run.directory import MARKER, process_start, read_claim
+    from grpokit.run.output_dir import OutputDirError, claim_output_dir
 
     run = tmp_path / "run"
     run.mkdir()
@@ -817,7 +824,8 @@ def test_doctor_reads_a_log_full_of_braces_in_linear_time(tmp_path: Path) -> Non
 def test_sigterm_while_the_model_loads_is_one_line_and_leaves_no_run_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("GRPOKIT_TEST_KILL_AT", "setup:1:SIGTERM")  # grpokit.faults: SIGTERM before the model loads
+    # grpokit.common.faults: SIGTERM before the model loads
+    monkeypatch.setenv("GRPOKIT_TEST_KILL_AT", "setup:1:SIGTERM")
     p = grpokit("train", *SMALL, "--steps", "1", "--out", str(tmp_path / "runs"), "--name", "r")
     code, _, err = finish(p, 120)
     assert code == 143, err

@@ -16,9 +16,9 @@ import pytest
 import torch
 from tiny_config import tiny_overrides
 
-from grpokit.checkpoint import CheckpointError, list_checkpoints
 from grpokit.config import build_config
-from grpokit.trainer import Trainer, fit
+from grpokit.run.checkpoint import CheckpointError, list_checkpoints
+from grpokit.training import Trainer, fit
 
 FAST = tiny_overrides("model.precision=fp32", "train.lr=1e-3", drop=("train.save_every",))
 
@@ -199,7 +199,7 @@ def test_a_crafted_optimizer_pickle_is_refused_never_run(
     optimizer_pt = run / "checkpoints" / "step_4" / "trainer_state" / "optimizer.pt"
     state = torch.load(optimizer_pt, weights_only=True)
     torch.save({**state, "extra": {"hook": _Payload(marker)}}, optimizer_pt)
-    from grpokit.checkpoint import read_trainer_state
+    from grpokit.run.checkpoint import read_trainer_state
 
     with pytest.raises(CheckpointError) as info:
         read_trainer_state(run / "checkpoints" / "step_4", optimizer_pt)

@@ -221,7 +221,7 @@ def test_readme_public_api_still_works():
 
 
 def test_recipes_show_gspo_prints_components_with_bound_params(capsys):
-    from grpokit.cli import cmd_recipes
+    from grpokit.cli.main import cmd_recipes
 
     assert cmd_recipes(argparse.Namespace(action="show", name="gspo")) == 0
     out = capsys.readouterr().out

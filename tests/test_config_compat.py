@@ -15,11 +15,11 @@ import torch
 import yaml
 
 from grpokit.algos.compose import LossInputs, compute_advantages, compute_loss
-from grpokit.cli import main
-from grpokit.config import Config, ConfigError, _all_keys, build_config
-from grpokit.config_compat import detect, translate
+from grpokit.cli.main import main
+from grpokit.config import Config, ConfigError, all_keys, build_config
+from grpokit.config.compat import detect, translate
 
-KEYS = set(_all_keys(Config()))
+KEYS = set(all_keys(Config()))
 
 
 def trl_config(tmp_path: Path, body: dict, name: str = "trl_grpo.yaml") -> Path:
@@ -323,7 +323,7 @@ def test_output_dir_refuses_a_folder_holding_another_run(tmp_path: Path) -> None
 
 
 def test_output_dir_is_claimed_once(tmp_path: Path) -> None:
-    from grpokit.output_dir import OutputDirError, claim_output_dir
+    from grpokit.run.output_dir import OutputDirError, claim_output_dir
 
     assert claim_output_dir(tmp_path / "new") == tmp_path / "new"
     with pytest.raises(OutputDirError, match="claimed by another grpokit run"):

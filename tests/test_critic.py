@@ -13,8 +13,8 @@ import torch
 
 from grpokit.algos.advantages import explained_variance, gae
 from grpokit.config import CriticConfig, build_config
-from grpokit.critic import Critic, CriticOptimizer, pretraining_done
-from grpokit.trainer import Trainer, fit
+from grpokit.training import Trainer, fit
+from grpokit.training.critic import Critic, CriticOptimizer, pretraining_done
 
 TINY = [
     "model.name=tiny",
@@ -123,7 +123,7 @@ def test_value_pretraining_of_a_value_model_skips_the_policy_forward_with_the_sa
     policy's forward: the critic's parameters after one pretraining update equal those of the update that ran it."""
     import copy
 
-    from grpokit.phases.update import run_update
+    from grpokit.training.phases.update import run_update
 
     cfg = build_config("vapo", overrides=[*TINY, "critic.kind=model", "critic.lr=1e-4", "critic.pretrain_max_steps=1"])
     trainer = Trainer(cfg, tmp_path)
@@ -136,15 +136,15 @@ def test_value_pretraining_of_a_value_model_skips_the_policy_forward_with_the_sa
         trainer.critic.load_state_dict(critic0)
         trainer.critic_opt.load_state_dict(copy.deepcopy(opt0))
         calls = {"n": 0}
-        lr = trainer.learner()
+        state = trainer.train_state()
 
-        def counting(*a, _f=lr.forward, _calls=calls, **k):
+        def counting(*a, _f=state.forward, _calls=calls, **k):
             _calls["n"] += 1
             return _f(*a, **k)
 
-        lr.forward = counting
+        state.forward = counting
         m, _ = run_update(
-            lr, b, timings, step=1, kl_coef=0.0, entropy_coef=0.0, train_policy=False, value_pretraining=skip
+            state, b, timings, step=1, kl_coef=0.0, entropy_coef=0.0, train_policy=False, value_pretraining=skip
         )
         assert math.isfinite(m["critic/value_loss"])
         assert (calls["n"] == 0) == skip, calls

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from grpokit.distributed import reduce_metrics
-from grpokit.phases.rollout import PromptStream
+from grpokit.parallel.distributed import reduce_metrics
+from grpokit.training.phases.rollout import PromptStream
 
 ROOT = Path(__file__).resolve().parent
 SCRIPT = ROOT / "dist_scripts" / "one_update.py"
@@ -142,7 +142,7 @@ def test_global_metrics_sum_counts_and_average_the_rest() -> None:
 def test_sharding_choices_are_the_registered_strategies() -> None:
     """`train.sharding` accepts exactly the registered strategies, refuses others and FSDP2 with LoRA by name."""
     from grpokit.config import ConfigError, build_config
-    from grpokit.sharding import SHARDINGS
+    from grpokit.parallel.sharding import SHARDINGS
 
     assert sorted(SHARDINGS) == ["ddp", "fsdp2"]
     for name in SHARDINGS:

@@ -264,7 +264,7 @@ def test_entropy_advice_on_policy_offers_what_can_act(tmp_path: Path) -> None:
 def test_doctor_on_a_bare_tensorboard_folder_knows_the_run_had_dynamic_sampling(tmp_path: Path) -> None:
     """Issue 13: doctor on a grpokit run's `tb/` folder recommended algo.dynamic_sampling=true to a dapo run (the
     folder carried no config). The config now travels inside the events."""
-    from grpokit.run.writer import RunLog as Writer
+    from grpokit.run.writer import RunWriter as Writer
 
     w = Writer(tmp_path / "run")
     w.write_config(build_config("dapo").to_dict())
@@ -374,3 +374,31 @@ def test_doctor_on_an_openrlhf_console_names_openrlhf_arguments(tmp_path: Path) 
     assert a["in_openrlhf"]["algo.soft_overlong"].startswith("--reward.overlong_buffer_len")
     assert a["in_openrlhf"]["rollout.max_new_tokens"] == "--rollout.max_new_tokens (before 2026-04: --generate_max_len)"
     assert "in openrlhf: algo.soft_overlong -> --reward.overlong_buffer_len" in render(diag)
+
+
+def test_a_console_step_with_zero_loss_and_zero_reward_never_trained(tmp_path: Path) -> None:
+    """NeMo-RL's console prints no gradient norm and no zero-variance fraction
+    (real/nemo_rl_grpo_gemma3_27b_zero_reward: "Loss: 0.0000", "Avg Reward: 0.0000" over 1,024 samples): a loss and a
+    mean reward both exactly 0 is no sample rewarded, every advantage 0, no update. A non-zero loss, or a reward, is
+    a step that trained."""
+
+    def nemo(loss: str, reward: str) -> Path:
+        lines = [
+            "========================= Step 1/10 =========================",
+            "▶ Preparing batch...",
+            "📊 Training Results:",
+            f"  • Loss: {loss}",
+            "  • Generation KL Error: 0.0004",
+            f"  • Avg Reward: {reward}",
+            "  • Mean Generation Length: 155.7715",
+        ]
+        f = tmp_path / f"nemo_{loss}_{reward}.log"
+        f.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return f
+
+    diag = diagnose(nemo("0.0000", "0.0000"))
+    assert diag["source"] == "nemo-rl" and diag["verdict"] == "never trained"
+    msg = next(f["message"] for f in diag["findings"] if f["kind"] == "never_trained")
+    assert "loss and mean reward both exactly 0" in msg
+    for loss, reward in (("0.0123", "0.0000"), ("0.0000", "0.2500")):
+        assert diagnose(nemo(loss, reward))["verdict"] != "never trained", (loss, reward)

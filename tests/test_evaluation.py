@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from grpokit.config import build_config
-from grpokit.evaluation import evaluate, pass_at_k
-from grpokit.session import open_session
+from grpokit.training.evaluation import evaluate, pass_at_k
+from grpokit.training.session import open_session
 
 
 def test_pass_at_k_is_the_unbiased_estimator() -> None:

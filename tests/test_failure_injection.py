@@ -28,7 +28,7 @@ import torch
 from tiny_config import tiny_overrides
 
 from grpokit.config import build_config
-from grpokit.trainer import Trainer, fit
+from grpokit.training import Trainer, fit
 
 # every case trains and asserts what happened: `scripts/kernel_matrix.py` runs them under 5 seeds x each kernel
 # set; each docstring gives the margin measured there. Precision pinned to fp32 (bf16-autocast has its own tests in

@@ -211,7 +211,7 @@ def test_set_override_is_read_or_refused_with_a_config_error(value: str, key: st
 def test_config_error_on_the_command_line_is_exit_2_and_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from grpokit.cli import main
+    from grpokit.cli.main import main
 
     for i, text in enumerate(["[" * 4000, "a: &a [*a]\n", "train: {steps: [" + "&x [1,1]," * 3 + "]}", "\x00\xff"]):
         f = tmp_path / f"{i}.yaml"
@@ -298,8 +298,8 @@ STATE = st.one_of(
 @fuzz(80)
 @given(state=STATE)
 def test_checkpoint_state_is_read_or_a_checkpoint_error(state: bytes, tmp_path: Path) -> None:
-    from grpokit.checkpoint import CheckpointError, read_state, recorded_precision
-    from grpokit.run_state import STATE_FIELDS
+    from grpokit.run.checkpoint import CheckpointError, read_state, recorded_precision
+    from grpokit.training.checkpointing import STATE_FIELDS
 
     with sandbox(tmp_path) as run:
         ckpt = run / "checkpoints" / "step_2" / "trainer_state"
@@ -341,8 +341,8 @@ LOG_LINE = st.one_of(
 def test_run_logs_are_repaired_and_cut_back_without_an_exception(
     logs: dict[str, list[bytes]], sizes: Any, link: bool, step: int, tmp_path: Path
 ) -> None:
-    from grpokit.resume import ResumeError, is_row, refuse_symlinks, repair_logs
-    from grpokit.runlog import RunLog
+    from grpokit.run.writer import RunWriter
+    from grpokit.training.resume import ResumeError, is_row, refuse_symlinks, repair_logs
 
     with sandbox(tmp_path) as run:
         for name, lines in logs.items():
@@ -357,7 +357,7 @@ def test_run_logs_are_repaired_and_cut_back_without_an_exception(
                 assert link
                 return
             notes = repair_logs(run)
-            log = RunLog(run, tensorboard=False)
+            log = RunWriter(run, tensorboard=False)
             log.truncate_after(step, sizes)
         assert all(isinstance(n, str) for n in notes)
         for name in logs:
@@ -367,8 +367,8 @@ def test_run_logs_are_repaired_and_cut_back_without_an_exception(
 @fuzz(40)
 @given(text=YAML_TEXT, marker=st.one_of(st.binary(max_size=40), JSON.map(lambda v: json.dumps(v).encode())))
 def test_run_config_and_claim_are_read_or_refused_with_a_value_error(text: str, marker: bytes, tmp_path: Path) -> None:
-    from grpokit.resume import resume_config
-    from grpokit.rundir import MARKER, RunInUseError, claim_existing_run, read_claim
+    from grpokit.run.directory import MARKER, RunInUseError, claim_existing_run, read_claim
+    from grpokit.training.resume import resume_config
 
     with sandbox(tmp_path) as run:
         (run / "config.yaml").write_text(text, encoding="utf-8", errors="surrogateescape")
@@ -435,7 +435,7 @@ def doctor_input(draw: st.DrawFn, root: Path) -> Path:
     """A log of one of the formats `doctor` reads, malformed by the generators above; returns the path to give."""
     kind = draw(st.sampled_from(["grpokit", "trl", "verl", "wandb", "console", "tensorboard"]))
     if kind == "grpokit":
-        from grpokit.rundir import MARKER
+        from grpokit.run.directory import MARKER
 
         (root / MARKER).write_text("")
         (root / "metrics.jsonl").write_bytes(b"\n".join(draw(st.lists(LOG_LINE, max_size=6))))

@@ -16,7 +16,7 @@ from tiny_config import TINY_LEARNING, TINY_LEARNING_STEPS, tiny_overrides
 
 from grpokit.config import build_config
 from grpokit.models import resolve_precision
-from grpokit.trainer import Trainer, fit
+from grpokit.training import Trainer, fit
 
 TINY = tiny_overrides()
 

@@ -1,12 +1,12 @@
-"""Shared-prompt computation (grpokit/prefix.py): the prompt computed once per group gives the same log-probs and
-gradients as separate full-sequence passes, with prompts of different lengths (left padding) in one batch."""
+"""Shared-prompt computation (grpokit/training/prefix.py): the prompt computed once per group gives the same log-probs
+and gradients as separate full-sequence passes, with prompts of different lengths (left padding) in one batch."""
 
 from __future__ import annotations
 
 import torch
 
-from grpokit.learner import completion_forward
 from grpokit.models import load_model_and_tokenizer
+from grpokit.models.forward import completion_forward
 
 
 def test_shared_prefix_forward_matches_plain_forward_values_and_gradients() -> None:

@@ -398,7 +398,7 @@ def test_grpokit_config_travels_with_the_tensorboard_events(tmp_path) -> None:
     """A bare `tb/` folder of a grpokit run knows the run's config (issue 13: doctor on `tb/` recommended dynamic
     sampling to a run that had it on)."""
     from grpokit.config import build_config
-    from grpokit.run.writer import RunLog as Writer
+    from grpokit.run.writer import RunWriter as Writer
 
     w = Writer(tmp_path / "run")
     w.write_config(build_config("dapo").to_dict())
@@ -419,7 +419,7 @@ def test_a_run_opening_with_value_pretraining_rows_is_read_as_grpokit(tmp_path) 
     "tb"). A directory `grpokit train` claimed (its marker file) is a grpokit run whatever its first lines hold."""
     from grpokit.config import build_config
     from grpokit.run.directory import claim_run_dir
-    from grpokit.run.writer import RunLog as Writer
+    from grpokit.run.writer import RunWriter as Writer
 
     run = claim_run_dir(tmp_path / "vapo_run")
     w = Writer(run)

@@ -16,7 +16,7 @@ from grpokit.monitor.report import make_report, pick_completions
 from grpokit.monitor.report_panels import clip_static, kl_static, rounds_static
 from grpokit.monitor.report_summary import duration, summary_fields
 from grpokit.monitor.rundata import load_run
-from grpokit.trainer import Trainer, fit
+from grpokit.training import Trainer, fit
 
 
 @pytest.fixture(scope="module")

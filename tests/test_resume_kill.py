@@ -1,8 +1,8 @@
 """Kill -9 anywhere, then `--resume`: the run's logs end up with the rows of a run that was never killed.
 
 A real `grpokit train` (tiny model, 3 steps, a checkpoint every step, an evaluation at step 2) kills itself with
-SIGKILL at a named point (`grpokit.faults`: `GRPOKIT_TEST_KILL_AT=POINT:N`, the N-th passage of the point), in the
-middle of a step, of a checkpoint and of the final save; `grpokit train --resume` then finishes it. Its metrics rows
+SIGKILL at a named point (`grpokit.common.faults`: `GRPOKIT_TEST_KILL_AT=POINT:N`, the N-th passage of the point), in
+the middle of a step, of a checkpoint and of the final save; `grpokit train --resume` then finishes it. Its metrics rows
 (timings aside) and its completion rows' steps must equal those of the same run never killed, and its checkpoints
 and final model must be complete.
 """

@@ -763,7 +763,7 @@ def test_a_reward_modules_top_level_code_runs_only_in_the_sandbox(
 def test_sandbox_config_keys_reach_the_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """reward.sandbox_env passes a variable on, the data file is readable, reward.sandbox_read is checked."""
     from grpokit.config import ConfigError, build_config
-    from grpokit.session import reward_sandbox
+    from grpokit.training.session import reward_sandbox
 
     data = tmp_path / "data" / "train.jsonl"
     data.parent.mkdir()

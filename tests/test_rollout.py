@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 from grpokit.data import get_task, render_prompt
-from grpokit.learner import completion_forward
 from grpokit.models import load_model_and_tokenizer
+from grpokit.models.forward import completion_forward
 from grpokit.rollout import SamplingParams, make_engine
 from grpokit.rollout.hf import multinomial_tokens, process_logits, sample_tokens
 
@@ -152,7 +152,7 @@ def test_top_p_run_logs_an_importance_ratio_of_one(tmp_path) -> None:  # noqa: A
     from tiny_config import tiny_overrides
 
     from grpokit.config import build_config
-    from grpokit.trainer import Trainer, fit
+    from grpokit.training import Trainer, fit
 
     overrides = tiny_overrides("model.precision=fp32", "rollout.top_p=0.8", "train.steps=1")
     overrides.append("algo.is_correction=token_truncate")

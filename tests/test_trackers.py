@@ -14,9 +14,9 @@ import pytest
 from tiny_config import tiny_overrides
 
 from grpokit.config import ConfigError, build_config
-from grpokit.runlog import RunLog
-from grpokit.trackers import TrackerError
-from grpokit.trainer import Trainer, fit
+from grpokit.run.trackers import TrackerError
+from grpokit.run.writer import RunWriter
+from grpokit.training import Trainer, fit
 
 FAST = tiny_overrides(
     "model.precision=fp32",
@@ -85,7 +85,7 @@ def test_wandb_mlflow_tensorboard_get_metrics_config_and_alerts(tmp_path: Path, 
 
 
 def test_report_to_none_writes_no_tensorboard(tmp_path: Path) -> None:
-    log = RunLog(tmp_path, report_to=[])
+    log = RunWriter(tmp_path, report_to=[])
     log.log(1, {"reward/mean": 0.5})
     log.close()
     assert not (tmp_path / "tb").exists() and (tmp_path / "metrics.jsonl").exists()
@@ -95,7 +95,7 @@ def test_report_to_none_writes_no_tensorboard(tmp_path: Path) -> None:
 def test_missing_tracker_library_names_the_pip_install(name: str, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setitem(sys.modules, name, None)  # import fails as it does where the library is not installed
     with pytest.raises(TrackerError, match=rf"pip install 'grpokit\[trackers\]' \(or pip install {name}"):
-        RunLog(tmp_path, report_to=["tensorboard", name])
+        RunWriter(tmp_path, report_to=["tensorboard", name])
     assert not (tmp_path / "metrics.jsonl").exists()
 
 
@@ -133,7 +133,7 @@ def test_trackio_gets_config_metrics_and_alerts_in_its_local_store(tmp_path: Pat
         "import sys; sys.path.insert(0, {!r})\n"
         "from pathlib import Path\n"
         "from grpokit.config import build_config\n"
-        "from grpokit.trainer import Trainer, fit\n"
+        "from grpokit.training import Trainer, fit\n"
         "cfg = build_config('grpo', overrides={!r})\n"
         "fit(Trainer(cfg, Path({!r})), None, eval_before=False)\n"
     ).format(str(Path(__file__).parent), FAST + ["train.steps=3", "train.report_to=[trackio]"], str(tmp_path))

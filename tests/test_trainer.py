@@ -12,7 +12,7 @@ from tiny_config import TINY_LEARNING, TINY_LEARNING_STEPS, tiny_overrides
 
 from grpokit.config import build_config, list_recipes
 from grpokit.rewards import RewardFailureError
-from grpokit.trainer import Trainer, fit
+from grpokit.training import Trainer, fit
 
 # runs under whatever `model.precision=auto` picks; `make test` runs this module a second time under the other
 # CPU decision (GRPOKIT_CPU_BF16 flipped), so both the fp32 and the bf16-autocast paths are exercised on any machine

@@ -15,7 +15,7 @@ import yaml
 from tiny_config import tiny_overrides
 
 from grpokit.config import build_config, config_from_dict
-from grpokit.trainer import Trainer, fit
+from grpokit.training import Trainer, fit
 
 TINY = tiny_overrides(
     "model.precision=fp32", "rollout.max_new_tokens=4", drop=("train.micro_batch_size", "reward.functions")
@@ -126,7 +126,7 @@ def test_dynamic_sampling_shortfall_is_an_error_naming_the_fix_and_partial_is_op
     """Spec §5 / verl: a batch that cannot be filled in max_gen_rounds is an error by default; the message says
     the model fails every prompt (all-zero reward) and names the fixes. `ds_shortfall=partial` opts in to
     training on short batches, flagged `sampling/short_batch`. Rounds sample ceil(ds_oversample x P) prompts."""
-    from grpokit.phases.filter import DynamicSamplingError
+    from grpokit.training.phases.filter import DynamicSamplingError
 
     common = [*TINY, "train.steps=1", "reward.functions=[toy_rewards:always_zero]", "algo.max_gen_rounds=2"]
     cfg = build_config("dapo", overrides=common)
@@ -146,7 +146,7 @@ def test_shortfall_with_identical_graded_rewards_names_collapse_not_a_solved_tas
     """Groups of identical rewards that are neither all correct nor all wrong (a graded reward, here one that
     ignores the completion; in training, a collapsed policy that emits one completion per prompt) are not "the
     task is learned": the message says identical rewards and names entropy collapse and its fixes."""
-    from grpokit.phases.filter import DynamicSamplingError
+    from grpokit.training.phases.filter import DynamicSamplingError
 
     overrides = [*TINY, "train.steps=1", "reward.functions=[toy_rewards:always_half]", "algo.max_gen_rounds=1"]
     tr = Trainer(build_config("dapo", overrides=overrides), tmp_path)

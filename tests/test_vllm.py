@@ -27,11 +27,11 @@ if os.environ.get("GRPOKIT_REQUIRE_VLLM") != "1":
 
 from grpokit.config import build_config  # noqa: E402
 from grpokit.data import get_task, render_prompt  # noqa: E402
-from grpokit.learner import completion_forward  # noqa: E402
 from grpokit.models import load_model_and_tokenizer  # noqa: E402
+from grpokit.models.forward import completion_forward
 from grpokit.rollout import SamplingParams  # noqa: E402
 from grpokit.rollout.vllm import VLLMEngine, share_llm  # noqa: E402
-from grpokit.trainer import Trainer, fit  # noqa: E402
+from grpokit.training import Trainer, fit
 
 pytestmark = pytest.mark.vllm
 MODEL = "smollm2-135m-instruct"

@@ -11,7 +11,7 @@ from pathlib import Path
 from tiny_config import SEED
 
 from grpokit.config import build_config
-from grpokit.trainer import Trainer, fit
+from grpokit.training import Trainer, fit
 
 COMMON = [
     "model.name=tiny",

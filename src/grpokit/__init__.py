@@ -4,7 +4,9 @@ The algorithm core lives in `grpokit.algos` (pure torch); the trainer, rollout e
 Every `§N` in grpokit's docstrings is a section of its math reference, docs/math.md.
 """
 
-__version__ = "0.1.0"
+from .common.version import VERSION
+
+__version__ = VERSION
 
 __all__ = ["TrainResult", "train"]
 

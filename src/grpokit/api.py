@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import Config, ConfigError, _suggest, build_config
-from .output_dir import claim_new_run
+from .config import Config, ConfigError, build_config, did_you_mean
+from .run.output_dir import claim_new_run
 
 SECTION_ORDER = ("train", "rollout", "data", "model", "reward", "algo", "monitor", "critic")
 
@@ -66,7 +66,7 @@ def dotted_overrides(overrides: dict[str, Any]) -> dict[str, Any]:
                 known = [f"{s}.{k}" for s in SECTION_ORDER for k in sections[s]] + [
                     k for s in sections.values() for k in s
                 ]
-                raise ConfigError(f"grpokit.train: unknown keyword {key}={value!r}.{_suggest(key, known)}")
+                raise ConfigError(f"grpokit.train: unknown keyword {key}={value!r}.{did_you_mean(key, known)}")
             out[f"{section}.{key}"] = value
     return out
 
@@ -166,10 +166,10 @@ def train(
 
 
 def _fit(cfg: Config, run_dir: Path, functions: dict[str, Callable[..., Any]], eval_samples: int) -> dict[str, Any]:
-    from .console import Display
-    from .loop import fit
-    from .session import open_session
-    from .trainer import Trainer
+    from .cli.console import Display
+    from .training.loop import fit
+    from .training.session import open_session
+    from .training.trainer import Trainer
 
     session = open_session(cfg, functions=functions)
     try:

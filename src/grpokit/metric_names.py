@@ -148,6 +148,10 @@ EVAL_PASS_AT = "eval/pass@"  # + k: held-out pass@k (unbiased estimator), with s
 
 # --- monitor ---------------------------------------------------------------------------------------------------
 ALERTS_ACTIVE = "alerts/active"  # detectors currently alerting
+ALERTS_PREFIX = "alerts/"  # + detector: an alert as text (TensorBoard) and a numeric point (1 warning, 2 critical)
+
+# --- run files ---------------------------------------------------------------------------------------------------
+CONFIG_TEXT_TAG = "grpokit/config"  # TensorBoard text tag holding the run's config.yaml
 
 
 def kept(name: str) -> str:

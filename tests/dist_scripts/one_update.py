@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 
 from grpokit.config import build_config
-from grpokit.phases.rollout import PromptStream
-from grpokit.trainer import Trainer
+from grpokit.training.phases.rollout import PromptStream
+from grpokit.training.trainer import Trainer
 
 
 def main(out: str, recipe: str, prompts: int, sharding: str = "ddp", split: str = "even") -> None:

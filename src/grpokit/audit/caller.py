@@ -10,7 +10,7 @@ from ..data.example import Example
 MAX_TIMEOUTS = 2
 
 
-class _Caller:
+class RewardCaller:
     """One reward behind a RewardManager; every call timed, failures and timeouts recorded."""
 
     def __init__(self, spec: str, timeout_s: float) -> None:

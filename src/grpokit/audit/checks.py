@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data.example import Example
-from .caller import _Caller
+from .caller import RewardCaller
 from .probes import PROBES, probe_example
 
 Z95 = 1.959963984540054
@@ -38,7 +38,7 @@ def _same(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-6
 
 
-def _probe(caller: _Caller, kind: str) -> dict[str, Any]:
+def run_probe(caller: RewardCaller, kind: str) -> dict[str, Any]:
     spec = PROBES[kind]
     ex = probe_example(spec["prompt"], spec["answer"])
     base = caller.score([spec["correct"]], [ex], "correct answer")
@@ -60,7 +60,7 @@ def _probe(caller: _Caller, kind: str) -> dict[str, Any]:
     return out
 
 
-def _determinism(caller: _Caller, texts: list[str], examples: list[Example]) -> dict[str, Any]:
+def check_determinism(caller: RewardCaller, texts: list[str], examples: list[Example]) -> dict[str, Any]:
     """Each input scored REPEATS times alone, and REPEATS copies in one batch: all scores must agree."""
     cases = []
     for text, ex in zip(texts, examples):
@@ -93,7 +93,7 @@ def read_labeled(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _labeled(caller: _Caller, rows: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
+def check_labeled(caller: RewardCaller, rows: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
     wrong, fp = [], 0
     fn = pos = neg = 0
     for r in rows:

@@ -6,8 +6,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .caller import _Caller
-from .checks import _determinism, _labeled, _probe, labeled_example, read_labeled
+from .caller import RewardCaller
+from .checks import check_determinism, check_labeled, labeled_example, read_labeled, run_probe
 from .probes import PROBES, probe_example
 
 SLOW_FRACTION = 0.5  # a call over half the timeout is reported as slow
@@ -23,23 +23,23 @@ def audit_reward(
     """Audit one reward; returns the report with `verdict` ("PASS" or "ISSUES FOUND") and `issues`."""
     if kind not in PROBES:
         raise ValueError(f"kind={kind!r}: use one of {sorted(PROBES)}")
-    caller = _Caller(spec, timeout_s)
+    caller = RewardCaller(spec, timeout_s)
     report: dict[str, Any] = {"reward": spec, "kind": kind, "timeout_s": timeout_s}
     report["convention"] = caller.manager.rewards[0].convention  # grpokit, trl or verl, from the signature
     try:
         if labeled is not None:
             rows = read_labeled(labeled)
-            report["labeled"] = _labeled(caller, rows, threshold)
+            report["labeled"] = check_labeled(caller, rows, threshold)
             det_rows = rows[:3]
             texts = [str(r["completion"]) for r in det_rows]
             exs = [labeled_example(r) for r in det_rows]
         else:
-            report["probes"] = _probe(caller, kind)
+            report["probes"] = run_probe(caller, kind)
             p = PROBES[kind]
             ex = probe_example(p["prompt"], p["answer"])
             texts = [p["correct"], next(iter(p["hacks"].values())), p["equivalent"].get("sentence", p["correct"])]
             exs = [ex] * len(texts)
-        report["determinism"] = _determinism(caller, texts, exs)
+        report["determinism"] = check_determinism(caller, texts, exs)
     finally:
         caller.close()
     lat = caller.latencies

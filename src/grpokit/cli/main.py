@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from .. import __version__
+from ..common.version import VERSION
 
 
 def _quiet_libraries() -> None:
@@ -84,7 +84,7 @@ def _new_run_dir(cfg: Any, name: str | None) -> Path:
 
 def _rank0_run_dir(cfg: Any, name: str | None) -> Path:
     """Under torchrun every rank joins the job here and takes rank 0's run directory (names carry a timestamp)."""
-    from ..training.parallel.distributed import broadcast_object, init_distributed
+    from ..parallel.distributed import broadcast_object, init_distributed
     from ..training.session import pick_device
 
     info = init_distributed(pick_device(cfg.model.device))
@@ -101,9 +101,9 @@ class _Silent:
 def _run_training(
     cfg: Any, run_dir: Path, resume: bool, eval_samples: int, resumed: tuple[list[str], list[str]] = ([], [])
 ) -> dict[str, Any]:
+    from ..parallel.distributed import DistInfo
     from ..training.interrupts import handle_signals
     from ..training.loop import fit
-    from ..training.parallel.distributed import DistInfo
     from ..training.trainer import Trainer
     from .console import Display
 
@@ -147,7 +147,7 @@ def _run_training(
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ..training.parallel.distributed import shutdown_distributed
+    from ..parallel.distributed import shutdown_distributed
 
     if args.resume is True:  # bare --resume: the --output-dir run, as TRL's resume_from_checkpoint=True
         if not args.output_dir:
@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import args as cli_args
 
     p = argparse.ArgumentParser(prog="grpokit", description="RL post-training with the GRPO family")
-    p.add_argument("--version", action="version", version=f"grpokit {__version__}")
+    p.add_argument("--version", action="version", version=f"grpokit {VERSION}")
     sub = p.add_subparsers(dest="command", required=True)
     for add, fn in (
         (cli_args.recipes, cmd_recipes),

@@ -6,8 +6,8 @@ the first) it reaches `point(POINT)`. Unset (always, outside tests) it costs one
 | point | where |
 |---|---|
 | `setup` | `open_session`, before the model loads |
-| `log` | `RunLog.log`, before a metrics row is written (a step computed, not yet logged) |
-| `samples` | `RunLog.samples`, before completion rows are written (the step's metrics row is written) |
+| `log` | `RunWriter.log`, before a metrics row is written (a step computed, not yet logged) |
+| `samples` | `RunWriter.samples`, before completion rows are written (the step's metrics row is written) |
 | `checkpoint` | `save_checkpoint`, the model written into `.tmp-step_N`, the optimizer state not yet |
 | `checkpoint_saved` | `save_checkpoint`, `step_N` in place, older checkpoints not yet pruned |
 | `model_saved` | `save_model_dir`, the weights written, the tokenizer not yet (a checkpoint's or the final model's) |

@@ -14,9 +14,9 @@ and the closest valid key. One module per job:
 from __future__ import annotations
 
 from .build import build_config, config_from_dict
-from .coerce import _coerce, coerce
+from .coerce import coerce
 from .errors import ConfigError
-from .keys import RECIPE_META_KEYS, _all_keys, _hint, _suggest, _type_hints, apply_mapping, parse_override, set_key
+from .keys import RECIPE_META_KEYS, all_keys, apply_mapping, did_you_mean, key_hint, parse_override, set_key, type_hints
 from .recipes import list_recipes, load_recipe, read_yaml, recipe_dir
 from .resolve import VAPO_ALPHA_TIMES_LMAX, resolve_config
 from .sections import (
@@ -42,11 +42,10 @@ __all__ = [
     "RewardConfig",
     "RolloutConfig",
     "TrainConfig",
-    "_all_keys",
-    "_coerce",
-    "_hint",
-    "_suggest",
-    "_type_hints",
+    "all_keys",
+    "key_hint",
+    "did_you_mean",
+    "type_hints",
     "apply_mapping",
     "build_config",
     "coerce",

@@ -8,18 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .keys import _all_keys, apply_mapping, parse_override, set_key
+from .keys import all_keys, apply_mapping, parse_override, set_key
 from .recipes import load_recipe, read_yaml
+from .resolve import resolve_config
 from .sections import Config
 
 
 def _foreign_to_grpokit(data: dict[str, Any], source: str, cfg: Config) -> dict[str, Any]:
-    """A TRL GRPOConfig or verl config file, translated (grpokit.config_compat); one message on stderr names
+    """A TRL GRPOConfig or verl config file, translated (grpokit.config.compat); one message on stderr names
     every key that was not mapped. A grpokit config is returned as is."""
-    from ..config_compat import translate
+    from .compat import translate
 
     try:
-        found = translate(data, source, set(_all_keys(cfg)))
+        found = translate(data, source, set(all_keys(cfg)))
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if found is None:
@@ -68,7 +69,7 @@ def build_config(
         set_key(cfg, k, v)
         later.add(k.removeprefix("algo."))
     cfg.algo.forget_switched(recipe_choices, keep=later)
-    return cfg.resolve()
+    return resolve_config(cfg)
 
 
 def config_from_dict(data: dict[str, Any]) -> Config:
@@ -76,4 +77,4 @@ def config_from_dict(data: dict[str, Any]) -> Config:
     cfg = Config(recipe=str(data.get("recipe", "grpo")))
     apply_mapping(cfg, {k: v for k, v in data.items() if k != "recipe"}, "saved config")
     cfg.algo.drop_unused()  # a config saved before components declared their parameters held every key
-    return cfg.resolve()
+    return resolve_config(cfg)

@@ -100,6 +100,3 @@ def coerce(value: Any, tp: Any, key: str, choices: tuple[Any, ...] = ()) -> Any:
     if tp in SCALARS:
         return SCALARS[tp](value, key)
     return value
-
-
-_coerce = coerce  # the name it had in grpokit.config

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from .. import safe_yaml
+from ..common import safe_yaml
 from .coerce import coerce
 from .errors import ConfigError
 from .sections import Config
@@ -18,16 +18,16 @@ from .sections import Config
 RECIPE_META_KEYS = ("description", "paper", "spec")
 
 
-def _type_hints(cls: type) -> dict[str, Any]:
+def type_hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _suggest(key: str, valid: list[str]) -> str:
+def did_you_mean(key: str, valid: list[str]) -> str:
     close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
     return f" Did you mean {close[0]!r}?" if close else ""
 
 
-def _all_keys(cfg: Config) -> list[str]:
+def all_keys(cfg: Config) -> list[str]:
     keys = []
     for f in dataclasses.fields(cfg):
         sub = getattr(cfg, f.name)
@@ -38,26 +38,26 @@ def _all_keys(cfg: Config) -> list[str]:
     return keys
 
 
-def _hint(key: str, valid: list[str]) -> str:
+def key_hint(key: str, valid: list[str]) -> str:
     """Did-you-mean: TRL's and verl's names first (`learning_rate` -> train.lr), else the closest grpokit key."""
-    from ..config_compat import foreign_hint
+    from .compat import foreign_hint
 
-    return foreign_hint(key) or _suggest(key, valid)
+    return foreign_hint(key) or did_you_mean(key, valid)
 
 
 def set_key(cfg: Config, dotted: str, value: Any) -> None:
     """Set `section.key` (e.g. `algo.eps_high`) with type checking; unknown keys suggest the closest one."""
     parts = dotted.split(".")
-    valid = _all_keys(cfg)
+    valid = all_keys(cfg)
     if len(parts) == 1 and parts[0] == "recipe":
         cfg.recipe = str(value)
         return
     if len(parts) != 2 or not hasattr(cfg, parts[0]) or not dataclasses.is_dataclass(getattr(cfg, parts[0])):
-        raise ConfigError(f"unknown config key {dotted!r}.{_hint(dotted, valid)} Keys look like algo.eps_high")
+        raise ConfigError(f"unknown config key {dotted!r}.{key_hint(dotted, valid)} Keys look like algo.eps_high")
     section = getattr(cfg, parts[0])
-    hints = _type_hints(type(section))
+    hints = type_hints(type(section))
     if parts[1] not in hints or parts[1] not in {f.name for f in dataclasses.fields(section)}:
-        raise ConfigError(f"unknown config key {dotted!r}.{_hint(dotted, valid)}")
+        raise ConfigError(f"unknown config key {dotted!r}.{key_hint(dotted, valid)}")
     choices = getattr(type(section), "CHOICES", {}).get(parts[1], ())  # a section's declared valid values
     setattr(section, parts[1], coerce(value, hints[parts[1]], dotted, choices))
 
@@ -74,7 +74,7 @@ def apply_mapping(cfg: Config, data: dict[str, Any], source: str) -> None:
             continue
         if not isinstance(body, dict):
             raise ConfigError(
-                f"{source}: top-level key {sec!r} must be a section mapping.{_suggest(sec, _all_keys(cfg))}"
+                f"{source}: top-level key {sec!r} must be a section mapping.{did_you_mean(sec, all_keys(cfg))}"
             )
         for k, v in body.items():
             try:

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from .. import safe_yaml
+from ..common import safe_yaml
 from .errors import ConfigError
 
 

@@ -1,11 +1,11 @@
 """Resolving a built config: derived values filled (VAPO's alpha, constant-norm's L, overlong cache as a fraction),
 each chosen component's parameters bound, then every value checked; the first bad one is one ConfigError naming
-the key, the value and the fix. Cross-field checks live in `grpokit.config_checks`."""
+the key, the value and the fix. Cross-field checks live in `grpokit.config.checks`."""
 
 from __future__ import annotations
 
 from .errors import ConfigError
-from .keys import _suggest
+from .keys import did_you_mean
 from .sections import Config
 
 VAPO_ALPHA_TIMES_LMAX = 50.0
@@ -41,7 +41,7 @@ def check_monitor(cfg: Config) -> None:
 
     for name, params in cfg.monitor.thresholds.items():
         if name not in DETECTORS:
-            raise ConfigError(f"monitor.thresholds: unknown detector {name!r}.{_suggest(name, list(DETECTORS))}")
+            raise ConfigError(f"monitor.thresholds: unknown detector {name!r}.{did_you_mean(name, list(DETECTORS))}")
         try:
             DETECTORS[name](None, **(params or {}))
         except ValueError as e:
@@ -62,7 +62,7 @@ def value_checks(cfg: Config) -> list[tuple[str, bool, str]]:
         ("train.mini_batches", t.mini_batches >= 1, "use 1 or more"),
         ("train.micro_batch_size", t.micro_batch_size >= 1, "use 1 or more"),
         ("train.lr_schedule", t.lr_schedule in ("constant", "linear", "cosine"), "use constant, linear or cosine"),
-        ("train.sharding", t.sharding in ("ddp", "fsdp2"), "use ddp or fsdp2 (grpokit/sharding.py)"),
+        ("train.sharding", t.sharding in ("ddp", "fsdp2"), "use ddp or fsdp2 (grpokit/parallel/sharding.py)"),
         (
             "train.sharding",
             not (t.sharding == "fsdp2" and cfg.model.lora_r > 0),
@@ -119,7 +119,7 @@ def check_values(cfg: Config) -> None:
 def resolve_config(cfg: Config) -> Config:
     """Fill derived values, bind components, validate everything; cross-field findings that are errors raise, the
     rest become `cfg.warnings`."""
-    from ..config_checks import run_checks
+    from .checks import run_checks
 
     fill_derived(cfg)
     bind_components(cfg)

@@ -104,7 +104,9 @@ class TrainConfig:
     epochs: int = 1
     mini_batches: int = 1
     micro_batch_size: int = 32
-    sharding: str = "ddp"  # torchrun (world > 1): ddp | fsdp2 (grpokit/sharding.py); one process trains in place
+    sharding: str = (
+        "ddp"  # torchrun (world > 1): ddp | fsdp2 (grpokit/parallel/sharding.py); one process trains in place
+    )
     eval_every: int = 10
     save_every: int = 25
     keep_checkpoints: int = 2
@@ -134,7 +136,7 @@ class MonitorConfig:
 
 @dataclass
 class CriticConfig:
-    """The value model of the PPO family (`grpokit.critic`): its kind, optimizer and value pretraining.
+    """The value model of the PPO family (`grpokit.training.critic`): its kind, optimizer and value pretraining.
 
     Its own AdamW (`lr`, `max_grad_norm`, linear warm-up over `warmup_steps`), so the regression learns at its
     own rate (a value head at the policy's lr of 1e-6..1e-5 barely moves). Value pretraining (VC-PPO, VAPO: about
@@ -169,13 +171,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
-    warnings: ClassVar[list[str]] = []  # settings that do nothing here (grpokit.config_checks), set by resolve()
+    warnings: ClassVar[list[str]] = []  # settings that do nothing here (grpokit.config.checks), set by resolve_config()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-    def resolve(self) -> Config:
-        """Fill derived values and validate everything (`grpokit.config.resolve`)."""
-        from .resolve import resolve_config
-
-        return resolve_config(self)

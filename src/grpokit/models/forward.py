@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from ..algos.entropy import logprobs_and_entropy
-from ..models.prefix import decoder_and_head, positions, shared_prefix_hidden
+from .prefix import decoder_and_head, positions, shared_prefix_hidden
 
 
 def completion_forward(

@@ -13,7 +13,7 @@ Three signs, each judged on the policy's own numbers:
 
 The alert is critical; its fix names the learning rate in force (context `lr`) and the last checkpoint written
 before the divergence (context `last_checkpoint`), so a user can resume from it with a lower rate. The trainer
-stops on it (`train.on_divergence=stop`, see `grpokit.guard`).
+stops on it (`train.on_divergence=stop`, see `grpokit.training.guard`).
 """
 
 from __future__ import annotations

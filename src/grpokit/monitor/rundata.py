@@ -144,7 +144,7 @@ def _run_info(run_dir: Path) -> dict[str, Any]:
         except (OSError, ValueError, RecursionError):
             return {}  # unreadable: the report goes without what the run recorded about itself
         return info if isinstance(info, dict) else {}
-    from ..checkpoint import recorded_precision
+    from ..run.checkpoint import recorded_precision
 
     try:
         precision = recorded_precision(run_dir)

@@ -165,7 +165,7 @@ class PolicyForward(nn.Module):
         self.model = model
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        from ..training.forward import completion_forward
+        from ..models.forward import completion_forward
 
         return completion_forward(self.model, *args, **kwargs)
 

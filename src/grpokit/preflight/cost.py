@@ -31,7 +31,7 @@ def forward_rows(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """`completion_forward` (log-probs, entropies, None) of the rows `idx` of the rollout `out` with the session's
     model, under its autocast, at the sampling temperature."""
-    from ..learner import completion_forward
+    from ..models.forward import completion_forward
 
     with session.autocast():
         return completion_forward(

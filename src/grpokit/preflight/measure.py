@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from ..phases.scoring import completion_id_lists
+from ..training.phases.scoring import completion_id_lists
 from .cost import MachineClock, forward_rows, step_cost, time_update
 from .estimates import (
     GROUP_SIZES,
@@ -53,7 +53,7 @@ def run_preflight(
 ) -> dict[str, Any]:
     """Sample, score and time the starting model; returns the report (also written to out_dir if given).
     `progress` receives a line after each sampling round and measurement phase."""
-    from ..session import open_session
+    from ..training.session import open_session
 
     session = open_session(cfg)
     try:

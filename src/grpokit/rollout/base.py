@@ -104,7 +104,7 @@ class SharedModelEngine:
 
     @classmethod
     def from_session(cls, session: object) -> SharedModelEngine:
-        """The engine for a session (see `grpokit.session`): the learner's model, tokenizer and autocast."""
+        """The engine for a session (see `grpokit.training.session`): the learner's model, tokenizer and autocast."""
         return cls(session.model, session.tokenizer, autocast=session.autocast)  # type: ignore[attr-defined]
 
     def __init__(

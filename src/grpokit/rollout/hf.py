@@ -12,7 +12,7 @@ from collections.abc import Callable
 import torch
 
 from ..algos.truncation import truncate_logits
-from ..prefix import decoder_and_head, positions, prefill
+from ..models.prefix import decoder_and_head, positions, prefill
 from .base import RolloutOutput, SamplingParams, SharedModelEngine, left_pad, register_engine
 
 

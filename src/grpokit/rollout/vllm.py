@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from ..distributed import DistInfo, barrier, broadcast_object
+from ..parallel.distributed import DistInfo, barrier, broadcast_object
 from .base import RolloutOutput, SamplingParams, assemble_output, register_engine, special_ids
 
 INSTALL_HINT = (
@@ -62,6 +62,19 @@ def _env_for_cpu(kv_cache_gib: float) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
     if not torch.cuda.is_available():
         os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(max(1, int(round(kv_cache_gib))))
+        if not inductor_vectorizes():
+            # vLLM compiles a few sampler helpers with torch.compile even with enforce_eager; inductor's C++ for
+            # torch's `default` kernel set does not build (measured: `vec_reduce_all<int64_t, 2>` compile error in
+            # `batched_count_greater_than`), so those helpers run eagerly, as the rest of the engine does
+            import torch._dynamo as dynamo
+
+            dynamo.config.disable = True
+
+
+def inductor_vectorizes() -> bool:
+    """Whether torch's CPU kernel set has a vector ISA (AVX2 or better): False under `ATEN_CPU_CAPABILITY=default`
+    or on a CPU without one."""
+    return torch.backends.cpu.get_cpu_capability().upper() not in ("DEFAULT", "NO AVX")
 
 
 def hf_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:

@@ -44,7 +44,7 @@ def _clean(v: Any) -> Any:
     return v
 
 
-class RunLog:
+class RunWriter:
     """Appends one JSON line per step; mirrors numeric metrics to TensorBoard when available."""
 
     def __init__(self, run_dir: Path, tensorboard: bool = True, report_to: list[str] | None = None) -> None:

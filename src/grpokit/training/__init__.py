@@ -3,15 +3,15 @@
 - `trainer.py`: `Trainer`, a run's state and `train_step` (the phases in order); `loop.py`: `fit`, the loop around
   the steps (evaluation, detectors and alerts, autopilot, checkpoints, the final model).
 - `phases/`: the step's phases, one module each: rollout, scoring, filter, advantage, update, signals.
-- `session.py` (model, tokenizer, engine, rewards, data of a run), `batch.py` (the typed data of a step),
-  `forward.py` (the learner's forward pass).
+- `session.py` (model, tokenizer, engine, rewards, data of a run), `batch.py` (the typed data of a step).
 - The terms around the policy: `reference.py` (the KL reference), `kl_placement.py` (where the KL enters), `critic.py`
   (the value model of the PPO family).
 - Around each step: `guard.py` (divergence, interrupts, stop when learned), `interrupts.py`, `autopilot.py`,
   `evaluation.py` (held-out accuracy), `checkpointing.py` and `resume.py` (a run's state saved and restored).
-Rollout engines are in `grpokit.rollout`, torchrun process groups and weight layouts in `grpokit.parallel`, a group's
-shared prompt computed once in `grpokit.models.prefix`, the run directory's files in `grpokit.run`, detectors in
-`grpokit.monitor`. `Trainer` and `fit` are imported on first use, so importing a module of this package stays light.
+Elsewhere: rollout engines in `grpokit.rollout`; torchrun process groups and weight layouts in `grpokit.parallel`;
+a group's shared prompt and the learner's forward pass in `grpokit.models` (`prefix.py`, `forward.py`); the run
+directory's files in `grpokit.run`; detectors in `grpokit.monitor`. `Trainer` and `fit` are imported on first use,
+so importing a module of this package stays light.
 """
 
 from __future__ import annotations

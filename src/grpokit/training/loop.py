@@ -128,10 +128,10 @@ def run_info(trainer: Trainer) -> dict[str, Any]:
     import torch
     import transformers
 
-    from .. import __version__
+    from ..common.version import VERSION
 
     n_params = sum(p.numel() for p in trainer.model.parameters())
-    versions = {"grpokit": __version__, "torch": torch.__version__, "transformers": transformers.__version__}
+    versions = {"grpokit": VERSION, "torch": torch.__version__, "transformers": transformers.__version__}
     if trainer.cfg.rollout.engine == "vllm":
         import vllm
 

@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..config import Config, ConfigError, config_from_dict, parse_override, read_yaml, set_key
+from ..config import Config, ConfigError, config_from_dict, parse_override, read_yaml, resolve_config, set_key
 from ..run.checkpoint import latest_checkpoint
 
 # keys a resumed run may change: they alter neither the weights' meaning nor the data or the algorithm
@@ -99,7 +99,7 @@ def resume_config(run_dir: Path, overrides: list[str], flags: dict[str, Any]) ->
             raise ResumeError(str(e)) from None
         if _get(cfg, key) != before:
             diffs.append(f"{key}: {before!r} -> {_get(cfg, key)!r}")
-    return cfg.resolve(), diffs
+    return resolve_config(cfg), diffs
 
 
 def check_location(run_dir: Path, output_dir: str | None, out: str | None, name: str | None) -> None:

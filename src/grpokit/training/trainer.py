@@ -27,7 +27,7 @@ from ..models import load_model_and_tokenizer
 from ..monitor.detectors import Monitor
 from ..parallel.distributed import DistInfo, global_metrics, local_prompt_count
 from ..parallel.sharding import make_sharding
-from ..run.writer import RunLog
+from ..run.writer import RunWriter
 from . import checkpointing as run_state
 from .autopilot import Autopilot, Bounds
 from .batch import Batch
@@ -39,7 +39,7 @@ from .phases.filter import STRATEGIES, strategy_name
 from .phases.rollout import PromptStream, sample_groups
 from .phases.scoring import merge_round_metrics, score_rollout
 from .phases.signals import step_signals
-from .phases.update import Learner, run_update
+from .phases.update import TrainState, run_update
 from .phases.value_pretrain import pretrain_critic
 from .reference import make_reference
 from .session import Session, open_session
@@ -109,7 +109,7 @@ class Trainer:
         self.kl_ctl = make_kl_controller(a)
         self.ent_coef = algos.EntropyCoef(a.entropy_coef, a.entropy_target, a.entropy_coef_lr)
         self.stream = PromptStream(len(self.train_examples), cfg.train.seed, rank=self.info.rank, world=self.info.world)
-        self.log = RunLog(self.run_dir, report_to=cfg.train.report_to) if self.info.rank == 0 else None
+        self.log = RunWriter(self.run_dir, report_to=cfg.train.report_to) if self.info.rank == 0 else None
         self.step = 0
         self.group_counter = 0
         self.history: list[dict[str, Any]] = []
@@ -184,8 +184,9 @@ class Trainer:
         model, _ = load_model_and_tokenizer(path, dtype=self.precision.name, device=self.device)
         return model
 
-    def learner(self) -> Learner:
-        return Learner(
+    def train_state(self) -> TrainState:
+        """What the update phase steps: the policy, its optimizer and schedule, critic, reference, layout."""
+        return TrainState(
             model=self.model,
             optimizer=self.optimizer,
             scheduler=self.scheduler,
@@ -267,7 +268,7 @@ class Trainer:
     def update(self, b: Batch, timings: dict[str, float], train_policy: bool = True) -> dict[str, float]:
         """Update phase; also leaves the policy's log-probs/entropies for this batch in `b.extras`."""
         metrics, outputs = run_update(
-            self.learner(),
+            self.train_state(),
             b,
             timings,
             step=self.step,

@@ -42,7 +42,7 @@ def parse_dotted(items: list[str]) -> dict[str, Any]:
     """verl command-line overrides `a.b.c=value` (a leading `+` as Hydra allows) -> {dotted key: YAML value}."""
     import yaml
 
-    from .. import safe_yaml
+    from ...common import safe_yaml
 
     out: dict[str, Any] = {}
     for item in items:

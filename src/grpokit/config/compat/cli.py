@@ -15,7 +15,7 @@ from typing import Any
 
 def _read(fmt: str, sources: list[str]) -> tuple[dict[str, Any], str]:
     """verl takes YAML files and/or dotted overrides (later ones win); TRL one YAML file."""
-    from ..config import ConfigError, read_yaml
+    from .. import ConfigError, read_yaml
     from . import parse_dotted
 
     data: dict[str, Any] = {}
@@ -37,20 +37,20 @@ def _read(fmt: str, sources: list[str]) -> tuple[dict[str, Any], str]:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    from ..config import Config, ConfigError, _all_keys, apply_mapping
+    from .. import Config, ConfigError, all_keys, apply_mapping, resolve_config
     from . import translate
 
     fmt = args.action.removeprefix("from-")
     data, label = _read(fmt, args.sources)
     try:
-        found = translate(data, label, set(_all_keys(Config())), fmt=fmt)
+        found = translate(data, label, set(all_keys(Config())), fmt=fmt)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if found is None:  # a format was named, so translate always answers
         raise ConfigError(f"{label}: not a {fmt} config")
     cfg = Config(recipe=found.recipe or "grpo")
     apply_mapping(cfg, found.to_mapping(), label)
-    cfg.resolve()  # a written file must train as it is
+    resolve_config(cfg)  # a written file must train as it is
     text = found.to_yaml()
     print(f"grpokit: {found.message()}", file=sys.stderr)
     if args.out:

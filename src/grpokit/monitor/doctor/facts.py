@@ -55,18 +55,24 @@ def is_training_row(row: dict[str, Any]) -> bool:
 
 
 def _no_update(row: dict[str, Any]) -> str | None:
-    """Why this step did not update the policy, if the row shows it."""
+    """Why this step did not update the policy, if the row shows it: an update the trainer skipped, every group of
+    equal rewards (zero-variance fraction 1), a zero gradient norm with a zero (or unlogged) loss, or, in a log
+    without a gradient norm, a loss and a mean reward both exactly 0."""
     if (_finite(row.get(mn.TRAIN_SKIPPED_UPDATE)) or 0) >= 1:
         return "update skipped"
-    for k in (mn.ZV_ACC_FRAC, mn.ZV_FRAC, mn.ZV_SAMPLE_FRAC):
-        v = _finite(row.get(k))
-        if v is not None:
-            if v >= 1 - 1e-9:
-                return "every group had equal rewards, so every advantage was 0"
-            break
+    zv = next(
+        (v for k in (mn.ZV_ACC_FRAC, mn.ZV_FRAC, mn.ZV_SAMPLE_FRAC) if (v := _finite(row.get(k))) is not None), None
+    )
+    if zv is not None and zv >= 1 - 1e-9:
+        return "every group had equal rewards, so every advantage was 0"
     g, loss = _finite(row.get(mn.TRAIN_GRAD_NORM)), _finite(row.get(mn.ACTOR_LOSS))
     if g == 0.0 and (loss is None or loss == 0.0):
         return "zero gradient"
+    if g is None and zv is None and loss == 0.0 and _finite(row.get(mn.REWARD_MEAN)) == 0.0:
+        # a console that prints neither a gradient norm nor a zero-variance fraction (NeMo-RL's "Training Results"):
+        # a mean reward of exactly 0 with a loss of exactly 0 is no sample rewarded, every advantage 0 (a GRPO loss
+        # is not 0 to the printed digits while advantages differ)
+        return "loss and mean reward both exactly 0: no sample was rewarded, so every advantage was 0"
     return None
 
 

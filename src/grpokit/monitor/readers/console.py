@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import console_openrlhf as readers_openrlhf
+from . import console_openrlhf
 from .canonical import _OPENRLHF_CONSOLE_MAPPER, _TRL_MAPPER, _VERL_MAPPER, Reader, Segment, _ordered
 from .console_trl import _TRAINER_START, _TRL_DICT, _trl_console_segments
 from .console_verl import _VERL_LINE, _VERL_START, _verl_console_segments, verl_context
@@ -40,7 +40,7 @@ def _tail_error(text: str) -> str | None:
     if idx is None or re.search(r"(ERROR|WARNING|INFO)[:\s].*Traceback", tail[idx]):
         return None
     if any(
-        _VERL_LINE.search(line) or _TRL_DICT.search(line) or readers_openrlhf.GLOBAL_STEP.search(line)
+        _VERL_LINE.search(line) or _TRL_DICT.search(line) or console_openrlhf.GLOBAL_STEP.search(line)
         for line in tail[idx:]
     ):
         return None  # training went on after it
@@ -63,16 +63,16 @@ def _console_kind(text: str) -> str | None:
     """'verl', 'trl-console' or 'openrlhf' for a text log, by which kind of metric line it holds more of."""
     sample = text[:_TEXT_SNIFF_BYTES]
     verl = sum(1 for line in sample.splitlines() if _VERL_LINE.search(_ANSI.sub("", line)))
-    orlhf = readers_openrlhf.score(_ANSI.sub("", sample))
+    orlhf = console_openrlhf.score(_ANSI.sub("", sample))
     # an OpenRLHF status line is a dict too; count only the others as TRL's
-    trl = len(_TRL_DICT.findall(sample)) - len(readers_openrlhf.GLOBAL_STEP.findall(sample))
+    trl = len(_TRL_DICT.findall(sample)) - len(console_openrlhf.GLOBAL_STEP.findall(sample))
     if not verl and trl <= 0 and not orlhf:
         # a training that printed its start but no step (it crashed or was stopped before step 1)
         if _VERL_START.search(sample):
             return "verl"
         if _TRAINER_START.search(sample):
             return "trl-console"
-        if readers_openrlhf.started(sample):
+        if console_openrlhf.started(sample):
             return "openrlhf"
         return None
     if orlhf >= max(verl, trl):
@@ -105,9 +105,9 @@ class ConsoleReader(Reader):
         err = _tail_error(text)
         tail = [f"the log ends with an error: {err}"] if err else []
         if kind == "openrlhf":
-            rows, notes = readers_openrlhf.read(text)
+            rows, notes = console_openrlhf.read(text)
             raw = _ordered(rows, list(OPENRLHF_NAMES))
-            ctx = readers_openrlhf.context(text)
+            ctx = console_openrlhf.context(text)
             return [Segment(raw, _OPENRLHF_CONSOLE_MAPPER, "openrlhf", "", ctx, {}, notes + tail)]
         if kind == "verl":
             ctx = verl_context(text)

@@ -13,8 +13,8 @@ import torch
 from ... import algos
 from ... import metric_names as mn
 from ...algos.compose import AlgoConfig, compute_advantages
+from ...models.forward import completion_forward
 from ..batch import Batch
-from ..forward import completion_forward
 from ..kl_placement import KLPlacement
 
 Autocast = Callable[[], contextlib.AbstractContextManager]

@@ -18,11 +18,11 @@ from ... import algos
 from ... import metric_names as mn
 from ...algos.aggregate import Denominators
 from ...algos.compose import AlgoConfig, LossInputs, compute_loss, loss_denominators
+from ...models.forward import completion_forward
 from ...parallel.distributed import DistInfo, all_gather_objects, all_reduce_grads, all_reduce_sum, any_rank
 from ...parallel.sharding import Sharding
 from ..batch import Batch
 from ..critic import Critic, CriticOptimizer
-from ..forward import completion_forward
 from ..reference import Reference
 from .advantage import micro_batches
 
@@ -38,8 +38,9 @@ def all_reduce_denominators(d: dict[str, Denominators], info: DistInfo) -> dict[
 
 
 @dataclass
-class Learner:
-    """What an update needs: the policy and its optimizer, the critic and its optimizer, the reference."""
+class TrainState:
+    """What an update steps and what it steps with: the policy, its optimizer and schedule, the critic and its
+    optimizer, the reference, the layout over ranks (`grpokit.parallel.sharding`)."""
 
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
@@ -96,7 +97,7 @@ def policy_has_work(b: Batch, algo: AlgoConfig, kl_coef: float, entropy_coef: fl
 
 
 def run_update(
-    lr: Learner,
+    state: TrainState,
     b: Batch,
     timings: dict[str, float],
     *,
@@ -109,18 +110,18 @@ def run_update(
     """All optimizer steps of one training step. `train_policy=False` steps only the critic. In
     `value_pretraining` a critic with its own transformer (`critic.kind=model`) skips the policy's forward, which
     then feeds nothing (a skipped update in training still runs it: its entropy and KL are logged)."""
-    cfg = lr.train
+    cfg = state.train
     # every rank must take the same decision: DDP's gradient sum needs all of them in the backward
-    train_policy = train_policy and any_rank(policy_has_work(b, lr.algo, kl_coef, entropy_coef), lr.info)
-    if not train_policy and lr.critic is None:
+    train_policy = train_policy and any_rank(policy_has_work(b, state.algo, kl_coef, entropy_coef), state.info)
+    if not train_policy and state.critic is None:
         return {mn.TRAIN_SKIPPED_UPDATE: 1.0}, OnPolicyOutputs()
-    policy_forward = not (value_pretraining and not train_policy and not lr.critic.uses_policy_features)
+    policy_forward = not (value_pretraining and not train_policy and not state.critic.uses_policy_features)
     gen = torch.Generator().manual_seed(cfg.seed * 100003 + step)
-    positive = (b.accuracy >= 0.5) & b.valid if lr.algo.nll_coef > 0 else None
+    positive = (b.accuracy >= 0.5) & b.valid if state.algo.nll_coef > 0 else None
     outputs, per_step = OnPolicyOutputs(), []
     clock = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
     n_opt = cfg.epochs * cfg.mini_batches
-    _phase(lr, "update", 0, n_opt)
+    _phase(state, "update", 0, n_opt)
     for _ in range(cfg.epochs):
         perm = torch.randperm(len(b), generator=gen) if cfg.mini_batches > 1 else torch.arange(len(b))
         for mb in torch.tensor_split(perm, cfg.mini_batches):
@@ -129,7 +130,7 @@ def run_update(
             pos = positive[mb] if positive is not None else None
             per_step.append(
                 _mini_batch(
-                    lr,
+                    state,
                     b,
                     mb,
                     pos,
@@ -141,7 +142,7 @@ def run_update(
                     policy_forward=policy_forward,
                 )
             )
-            _phase(lr, "update", len(per_step), n_opt)
+            _phase(state, "update", len(per_step), n_opt)
     timings.update(clock)
     out = mean_dicts(per_step)
     if not train_policy:
@@ -149,13 +150,13 @@ def run_update(
     return out, outputs
 
 
-def _phase(lr: Learner, name: str, done: int, total: int) -> None:
-    if lr.on_phase is not None:
-        lr.on_phase(name, done, total)
+def _phase(state: TrainState, name: str, done: int, total: int) -> None:
+    if state.on_phase is not None:
+        state.on_phase(name, done, total)
 
 
 def _mini_batch(
-    lr: Learner,
+    state: TrainState,
     b: Batch,
     mb: torch.Tensor,
     positive: torch.Tensor | None,
@@ -169,20 +170,22 @@ def _mini_batch(
 ) -> dict[str, float]:
     """One optimizer step: accumulate every micro-batch's gradient, then step policy and critic."""
     mbb = b.select(mb)
-    dens = all_reduce_denominators(loss_denominators(mbb.mask, positive), lr.info)
-    lr.optimizer.zero_grad(set_to_none=True)
-    if lr.critic_opt is not None:
-        lr.critic_opt.zero_grad()
+    dens = all_reduce_denominators(loss_denominators(mbb.mask, positive), state.info)
+    state.optimizer.zero_grad(set_to_none=True)
+    if state.critic_opt is not None:
+        state.critic_opt.zero_grad()
     mets = []
-    parts = lockstep(list(micro_batches(len(mbb), lr.train.micro_batch_size)), lr)
+    parts = lockstep(list(micro_batches(len(mbb), state.train.micro_batch_size)), state)
     for i, (idx, real) in enumerate(parts):
         t0 = time.perf_counter()
-        with lr.sync_context(last=i == len(parts) - 1):
+        with state.sync_context(last=i == len(parts) - 1):
             if policy_forward:
-                loss, met = _micro_loss(lr, mbb, idx, positive, dens, outputs, mb, kl_coef, entropy_coef, train_policy)
+                loss, met = _micro_loss(
+                    state, mbb, idx, positive, dens, outputs, mb, kl_coef, entropy_coef, train_policy
+                )
             else:
-                mask = mbb.mask[idx].to(next(lr.critic.parameters()).device)
-                loss, met = _value_loss(lr, mbb, idx, None, mask, dens)
+                mask = mbb.mask[idx].to(next(state.critic.parameters()).device)
+                loss, met = _value_loss(state, mbb, idx, None, mask, dens)
             loss = loss if real else loss * 0.0  # a repeat that only keeps the ranks' collectives in step
             t1 = time.perf_counter()
             loss.backward()
@@ -193,35 +196,35 @@ def _mini_batch(
     t0 = time.perf_counter()
     agg = mean_dicts(mets)
     if train_policy:
-        params = [p for g in lr.optimizer.param_groups for p in g["params"]]
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, lr.train.max_grad_norm)
-        if lr.sharding is not None:
-            grad_norm = lr.sharding.grad_norm(grad_norm)
+        params = [p for g in state.optimizer.param_groups for p in g["params"]]
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, state.train.max_grad_norm)
+        if state.sharding is not None:
+            grad_norm = state.sharding.grad_norm(grad_norm)
         if torch.isfinite(grad_norm):
-            lr.optimizer.step()
-            if lr.sharding is not None:
-                lr.sharding.after_optimizer_step()  # FSDP2: the sampling replica gets the new weights
-        lr.scheduler.step()
-        lr.reference.after_optimizer_step(lr.model)
+            state.optimizer.step()
+            if state.sharding is not None:
+                state.sharding.after_optimizer_step()  # FSDP2: the sampling replica gets the new weights
+        state.scheduler.step()
+        state.reference.after_optimizer_step(state.model)
         agg[mn.TRAIN_GRAD_NORM] = float(grad_norm)
         agg[mn.TRAIN_NONFINITE_LOSS] = float(any(not math.isfinite(x.get(mn.ACTOR_LOSS, 0.0)) for x in mets))
         agg[mn.TRAIN_NONFINITE_GRAD] = float(not torch.isfinite(grad_norm))
-    if lr.critic_opt is not None:
-        all_reduce_grads([p for p in lr.critic.parameters() if p.requires_grad], lr.info)
-        agg[mn.CRITIC_GRAD_NORM] = lr.critic_opt.step()
-        agg[mn.CRITIC_LR] = lr.critic_opt.optimizer.param_groups[0]["lr"]
+    if state.critic_opt is not None:
+        all_reduce_grads([p for p in state.critic.parameters() if p.requires_grad], state.info)
+        agg[mn.CRITIC_GRAD_NORM] = state.critic_opt.step()
+        agg[mn.CRITIC_LR] = state.critic_opt.optimizer.param_groups[0]["state"]
     clock["optimizer"] += time.perf_counter() - t0
     return agg
 
 
-def lockstep(parts: list[torch.Tensor], lr: Learner) -> list[tuple[torch.Tensor, bool]]:
+def lockstep(parts: list[torch.Tensor], state: TrainState) -> list[tuple[torch.Tensor, bool]]:
     """(rows, real) per micro-batch. FSDP2 all-gathers in every forward, so every rank must run as many as the
     rank with the most; a rank with fewer repeats its last micro-batch with a zero loss (no gradient, no metrics).
     DDP reduces once per optimizer step and needs no padding."""
     out = [(idx, True) for idx in parts]
-    if lr.sharding is None or not lr.sharding.lockstep:
+    if state.sharding is None or not state.sharding.lockstep:
         return out
-    most = max(all_gather_objects(len(parts), lr.info))
+    most = max(all_gather_objects(len(parts), state.info))
     if most > len(parts) and not parts:
         raise RuntimeError(
             "train.sharding=fsdp2: this rank has no sample in a mini-batch while others do; keep batches full "
@@ -231,7 +234,7 @@ def lockstep(parts: list[torch.Tensor], lr: Learner) -> list[tuple[torch.Tensor,
 
 
 def _micro_loss(
-    lr: Learner,
+    state: TrainState,
     mbb: Batch,
     idx: torch.Tensor,
     positive: torch.Tensor | None,
@@ -244,19 +247,19 @@ def _micro_loss(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Forward one micro-batch; returns (policy loss + value loss, metrics). Gradients stay apart: the value
     head reads detached features, and a separate value model shares no parameter with the policy."""
-    a = lr.algo
+    a = state.algo
     grad_ctx = contextlib.nullcontext() if train_policy else torch.no_grad()
-    with lr.autocast(), grad_ctx:
-        logp, ent, hidden = lr.forward(
+    with state.autocast(), grad_ctx:
+        logp, ent, hidden = state.forward(
             mbb.prompt_ids[idx],
             mbb.prompt_mask[idx],
             mbb.completion_ids[idx],
             mbb.raw_mask[idx],
-            temperature=lr.temperature,
-            top_k=lr.top_k,
-            top_p=lr.top_p,
+            temperature=state.temperature,
+            top_k=state.top_k,
+            top_p=state.top_p,
             with_entropy=True,
-            return_hidden=lr.critic is not None and lr.critic.uses_policy_features,
+            return_hidden=state.critic is not None and state.critic.uses_policy_features,
         )
     dev = logp.device
     mask = mbb.mask[idx].to(dev)
@@ -284,15 +287,15 @@ def _micro_loss(
             kl_coef=kl_coef,
             entropy_coef=entropy_coef,
         )
-    if lr.critic is not None:
-        v_agg, vm = _value_loss(lr, mbb, idx, hidden, mask, dens)
+    if state.critic is not None:
+        v_agg, vm = _value_loss(state, mbb, idx, hidden, mask, dens)
         loss = loss + v_agg
         met.update(vm)
     return loss, met
 
 
 def _value_loss(
-    lr: Learner,
+    state: TrainState,
     mbb: Batch,
     idx: torch.Tensor,
     hidden: torch.Tensor | None,
@@ -301,9 +304,9 @@ def _value_loss(
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The critic's clipped value loss (docs/math.md §11), aggregated like the policy loss over the global
     denominators."""
-    a, dev = lr.algo, mask.device
-    with lr.autocast():
-        values = lr.critic.values(
+    a, dev = state.algo, mask.device
+    with state.autocast():
+        values = state.critic.values(
             mbb.prompt_ids[idx], mbb.prompt_mask[idx], mbb.completion_ids[idx], mbb.raw_mask[idx], hidden
         )
     vl, vm = algos.value_loss(

@@ -34,7 +34,7 @@ def pretrain_critic(trainer: Any) -> list[dict[str, float]]:
         history.append(global_metrics({"ev": ev}, trainer.info)["ev"])
         for epoch in range(cc.pretrain_epochs):
             m, _ = run_update(
-                trainer.learner(),
+                trainer.train_state(),
                 b,
                 timings,
                 step=10**6 + len(history) * 100 + epoch,
