@@ -314,8 +314,13 @@ def test_kl_drift_quiet_for_bounded_or_tiny_kl() -> None:
 
 
 def test_kl_drift_thresholds_and_signal_preference() -> None:
-    a = one(feed(KLDrift(kl_max=0.1), [{"kl_ref/k3": 0.2, "kl_ref/k1": 0.01, "actor/kl_loss": 0.01}]))
-    assert a.evidence["signal"] == "kl_ref/k3"
+    rows = [{"kl_ref/k3": k, "kl_ref/k1": 0.01, "actor/kl_loss": 0.01} for k in (0.05, 0.2)]
+    a = one(feed(KLDrift(kl_max=0.1), rows))
+    assert a.evidence["signal"] == "kl_ref/k3" and a.step == 2
+    # above kl_max from the first row: an offset (the reference is not the initial policy); only 3x it is drift
+    assert feed(KLDrift(kl_max=0.1), rows[1:] * 3) == []
+    a = one(feed(KLDrift(kl_max=0.1), rows[1:] * 2 + [{"kl_ref/k3": 0.7}]))
+    assert (a.step, a.evidence["kl_first"]) == (3, 0.2)
     a = one(feed(KLDrift(window=3, growth=2.0), [{"actor/kl_loss": v} for v in (0.05, 0.08, 0.12)]))
     assert (a.step, a.fired_at, a.evidence["signal"]) == (1, 3, "actor/kl_loss")
 

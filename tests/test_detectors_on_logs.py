@@ -147,3 +147,18 @@ def test_one_row_of_zero_variance_in_a_sparse_log_is_not_advantage_collapse(tmp_
     rows = [{**r, "frac_reward_zero_std": z} for r, z in zip(rows, [0.0, 0.2, 0.0, 0.9, 0.9, 0.2, 0.0])]
     a = next(a for a in diagnose(trl_log(tmp_path / "held", rows, logging_steps=5))["alerts"])
     assert (a["mode"], a["fired_at"], a["cleared_at"]) == ("advantage collapse", 25, 35)  # 30: (0.9 + 0.2) / 2
+
+
+def test_a_kl_above_the_bar_from_the_first_step_is_an_offset_and_only_a_rise_is_drift(tmp_path: Path) -> None:
+    """verl on-policy distillation (Open-AgentRL's ReTool recipes) loads the teacher as the reference model:
+    `actor/reward_kl_penalty` is 0.55 at step 1 and 0.46-0.72 after (real runs), an offset that is not drift. The
+    4B run's 0.83 -> 2.52 -> 16.9 (real/verl_grpo_retool_opd_qwen3_4b_length_collapse) is: it crosses 3x its first
+    value."""
+    kl = [0.55, 0.54, 0.51, 0.6, 0.63, 0.68, 0.7, 0.72, 0.69, 0.71, 0.7, 0.66]
+    rows = [{"actor/reward_kl_penalty": k, "critic/score/mean": -0.5, "actor/entropy": 0.23} for k in kl]
+    assert "KL drift" not in modes(diagnose(verl_log(tmp_path / "offset", rows)))
+    rise = [0.83, 0.85, 1.32, 2.0, 2.52, 4.38, 7.84, 12.0, 15.7, 16.9, 16.9, 16.8]
+    rows = [{**r, "actor/reward_kl_penalty": k} for r, k in zip(rows, rise)]
+    a = next(a for a in diagnose(verl_log(tmp_path / "rise", rows))["alerts"] if a["mode"] == "KL drift")
+    assert (a["step"], a["severity"], a["evidence"]["kl_first"]) == (5, "critical", 0.83)
+    assert "3x its first logged value 0.83" in a["message"]

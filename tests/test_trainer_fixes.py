@@ -161,7 +161,7 @@ def test_shortfall_with_identical_graded_rewards_names_collapse_not_a_solved_tas
 def test_same_answer_to_different_prompts_is_not_a_noisy_reward() -> None:
     """ "8" is right for 3+5 and wrong for 2+2: only repeats under one prompt may show verifier noise (the demo
     raised a false critical alert when repeats were matched across prompts)."""
-    from grpokit.monitor.signals import reward_consistency_signals
+    from grpokit.monitor.measures import reward_consistency_signals
 
     texts = ["8", "8", "8", "8"]
     rewards = torch.tensor([1.0, 1.0, 0.0, 0.0])

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..common.registry import Registry
 from .masked import LOG_RATIO_CLAMP, masked_mean, masked_sum
 from .registry import KL_ESTIMATORS
 
@@ -124,7 +125,7 @@ class AdaptiveKLController:
         return self.value
 
 
-KL_CONTROLLERS = {"fixed": FixedKLController, "adaptive": AdaptiveKLController}
+KL_CONTROLLERS = Registry.of("KL controller", {"fixed": FixedKLController, "adaptive": AdaptiveKLController})
 
 
 @torch.no_grad()

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..common.registry import Registry
+
 # advantage estimators that give a non-zero signal with one sample per prompt: a batch-level baseline
 # (REINFORCE++, docs/math.md §6) or a learned value (GAE, docs/math.md §2/§11); every other estimator is group-relative
 ONE_SAMPLE_ADVANTAGES = ("reinforce_pp", "gae", "vapo_gae", "length_adaptive_gae")
@@ -31,17 +33,7 @@ class Finding:
 
 
 Check = Callable[[Any], "Finding | None"]
-CHECKS: dict[str, Check] = {}
-
-
-def check(name: str) -> Callable[[Check], Check]:
-    """Register a config check under `name`."""
-
-    def deco(fn: Check) -> Check:
-        CHECKS[name] = fn
-        return fn
-
-    return deco
+CHECKS = Registry("config check")
 
 
 def run_checks(cfg: Any) -> list[Finding]:
@@ -53,7 +45,7 @@ def run_checks(cfg: Any) -> list[Finding]:
 # ---------------------------------------------------------------------------------------------------- refusals
 
 
-@check("group_size_one")
+@CHECKS.register("group_size_one")
 def _group_size_one(cfg: Any) -> Finding | None:
     a, g = cfg.algo, cfg.rollout.group_size
     if g != 1:
@@ -77,7 +69,7 @@ def _group_size_one(cfg: Any) -> Finding | None:
     return None
 
 
-@check("eps_low_range")
+@CHECKS.register("eps_low_range")
 def _eps_low_range(cfg: Any) -> Finding | None:
     eps = cfg.algo.eps_low
     if eps is None or eps <= 1:
@@ -90,7 +82,7 @@ def _eps_low_range(cfg: Any) -> Finding | None:
     )
 
 
-@check("kl_without_reference")
+@CHECKS.register("kl_without_reference")
 def _kl_without_reference(cfg: Any) -> Finding | None:
     a = cfg.algo
     if a.kl_coef <= 0 or a.reference != "none":
@@ -109,7 +101,7 @@ def _at_least(key: str, value: Any, low: int, fix: str) -> Finding | None:
     return Finding("error", key, f"{key}={value!r} is invalid: {fix}")
 
 
-@check("data_sizes")
+@CHECKS.register("data_sizes")
 def _data_sizes(cfg: Any) -> Finding | None:
     d = cfg.data
     return _at_least("data.eval_size", d.eval_size, 1, "use 1 or more held-out prompts") or _at_least(
@@ -117,7 +109,7 @@ def _data_sizes(cfg: Any) -> Finding | None:
     )
 
 
-@check("prompt_limits")
+@CHECKS.register("prompt_limits")
 def _prompt_limits(cfg: Any) -> Finding | None:
     d = cfg.data
     if d.on_long_prompt not in ON_LONG_PROMPT:
@@ -129,7 +121,7 @@ def _prompt_limits(cfg: Any) -> Finding | None:
     return _at_least("data.max_prompt_tokens", d.max_prompt_tokens, 1, "use 1 or more tokens, or null for no cap")
 
 
-@check("on_divergence")
+@CHECKS.register("on_divergence")
 def _on_divergence(cfg: Any) -> Finding | None:
     v = cfg.train.on_divergence
     if v in ON_DIVERGENCE:
@@ -141,7 +133,7 @@ def _on_divergence(cfg: Any) -> Finding | None:
     )
 
 
-@check("schedule_counts")
+@CHECKS.register("schedule_counts")
 def _schedule_counts(cfg: Any) -> Finding | None:
     t = cfg.train
     for key, value in (
@@ -166,7 +158,7 @@ def _changed(section: Any, names: tuple[str, ...] | None = None) -> list[str]:
     return [n for n in fields if getattr(section, n) != getattr(default, n)]
 
 
-@check("unused_dynamic_sampling")
+@CHECKS.register("unused_dynamic_sampling")
 def _unused_dynamic_sampling(cfg: Any) -> Finding | None:
     a = cfg.algo
     if a.dynamic_sampling:
@@ -185,7 +177,7 @@ def _unused_dynamic_sampling(cfg: Any) -> Finding | None:
     )
 
 
-@check("vf_coef_in_training")
+@CHECKS.register("vf_coef_in_training")
 def _vf_coef_in_training(cfg: Any) -> Finding | None:
     """The trainer's critic has its own parameters and its own AdamW optimizer; Adam's update m / (sqrt(v) + eps)
     is invariant to a constant scale of the loss up to eps, so a value-loss weight would be a setting that does
@@ -203,7 +195,7 @@ def _vf_coef_in_training(cfg: Any) -> Finding | None:
     )
 
 
-@check("unused_critic")
+@CHECKS.register("unused_critic")
 def _unused_critic(cfg: Any) -> Finding | None:
     if cfg.algo.uses_critic:
         return None

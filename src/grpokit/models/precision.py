@@ -38,6 +38,8 @@ from typing import Any
 
 import torch
 
+from ..common.registry import Registry
+
 log = logging.getLogger(__name__)
 
 
@@ -50,13 +52,16 @@ class Precision:
     autocast_dtype: torch.dtype | None
 
 
-_PRECISIONS: dict[str, Precision] = {
-    "fp32": Precision("fp32", torch.float32, None),
-    "bf16-autocast": Precision("bf16-autocast", torch.float32, torch.bfloat16),
-    "bf16": Precision("bf16", torch.bfloat16, None),
-}
+PRECISIONS = Registry.of(
+    "precision",
+    {
+        "fp32": Precision("fp32", torch.float32, None),
+        "bf16-autocast": Precision("bf16-autocast", torch.float32, torch.bfloat16),
+        "bf16": Precision("bf16", torch.bfloat16, None),
+    },
+)
 _ALIASES = {"float32": "fp32", "bfloat16": "bf16"}
-PRECISION_CHOICES = ("auto", *_PRECISIONS)
+PRECISION_CHOICES = ("auto", *PRECISIONS)
 
 
 def _device_type(device: str | torch.device) -> str:
@@ -186,9 +191,9 @@ def resolve_precision(precision: str, device: str | torch.device) -> Precision:
             name = "bf16-autocast" if cpu_bf16_is_fast() else "fp32"
         else:
             name = "fp32"
-    if name not in _PRECISIONS:
+    if name not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; choose one of: {', '.join(PRECISION_CHOICES)}")
-    return _PRECISIONS[name]
+    return PRECISIONS[name]
 
 
 DTYPE_PRECISIONS = {"auto": None, "float32": "fp32", "fp32": "fp32", "bfloat16": "bf16", "bf16": "bf16"}

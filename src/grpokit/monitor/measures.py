@@ -1,4 +1,6 @@
-"""Per-step failure-mode signals with the exact definitions of docs/math.md §17 (pure torch, NaN for empty sets)."""
+"""The §17 measures: each per-step failure-mode signal computed from a batch's tensors, with the exact definitions of
+docs/math.md §17 (pure torch, NaN for empty sets). The step's signals phase (`grpokit.training.phases.signals`) calls
+them."""
 
 from __future__ import annotations
 

@@ -20,24 +20,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
+from ..common.registry import Registry
 from .distributed import DistInfo, PolicyForward, wrap_ddp
 
-SHARDINGS: dict[str, type[Sharding]] = {}
-
-
-def register_sharding(name: str) -> Callable[[type[Sharding]], type[Sharding]]:
-    def deco(cls: type[Sharding]) -> type[Sharding]:
-        SHARDINGS[name] = cls
-        cls.name = name
-        return cls
-
-    return deco
+SHARDINGS = Registry("sharding")
 
 
 class Sharding:
@@ -79,9 +70,11 @@ class Sharding:
         """The policy was loaded from a checkpoint: give the learner the same weights."""
 
 
-@register_sharding("ddp")
+@SHARDINGS.register("ddp")
 class DDPSharding(Sharding):
     """Every rank holds the whole policy; DDP sums the gradients over ranks once per optimizer step."""
+
+    name = "ddp"
 
     def __init__(self, policy: nn.Module, info: DistInfo) -> None:
         super().__init__(policy, info)
@@ -95,10 +88,12 @@ class DDPSharding(Sharding):
         return contextlib.nullcontext() if last else self._ddp.no_sync()
 
 
-@register_sharding("fsdp2")
+@SHARDINGS.register("fsdp2")
 class FSDP2Sharding(Sharding):
     """The learner is a copy of the policy under FSDP2 `fully_shard` (one unit per decoder layer plus the root);
     the policy is its inference replica, refreshed with the full weights after every optimizer step."""
+
+    name = "fsdp2"
 
     lockstep = True
     fused_optimizer = False  # sharded DTensor parameters: the foreach AdamW

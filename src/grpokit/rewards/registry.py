@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ..common.registry import Registry
 from ..data.example import Example
 
 
@@ -34,30 +35,33 @@ class BuiltinReward:
     isolated: bool = False
 
 
-REWARDS: dict[str, BuiltinReward] = {
-    "exact_numeric": BuiltinReward(
-        "grpokit.rewards.numeric:exact_numeric",
-        "1.0 if the last number in the completion equals the numeric answer (handles -3, 1,234, 2.5)",
-    ),
-    "math_verify": BuiltinReward(
-        "grpokit.rewards.mathverify:math_verify_reward",
-        "1.0 if math_verify finds the completion's answer equivalent to the reference (\\boxed{}, fractions)",
-        isolated=True,
-    ),
-    "format": BuiltinReward(
-        "grpokit.rewards.numeric:format_reward",
-        "1.0 if the completion is just a number (sign, commas, decimals, optional trailing period)",
-    ),
-    "code_exec": BuiltinReward(
-        "grpokit.rewards.codeexec:code_exec",
-        "fraction of the answer's Python test cases the completion's code passes (run in the reward sandbox)",
-        isolated=True,
-    ),
-    "countdown": BuiltinReward(
-        "grpokit.rewards.countdown:countdown",
-        "1.0 if the expression on the last line / after 'Answer:' hits the target using each number once",
-    ),
-}
+REWARDS = Registry.of(
+    "built-in reward",
+    {
+        "exact_numeric": BuiltinReward(
+            "grpokit.rewards.numeric:exact_numeric",
+            "1.0 if the last number in the completion equals the numeric answer (handles -3, 1,234, 2.5)",
+        ),
+        "math_verify": BuiltinReward(
+            "grpokit.rewards.mathverify:math_verify_reward",
+            "1.0 if math_verify finds the completion's answer equivalent to the reference (\\boxed{}, fractions)",
+            isolated=True,
+        ),
+        "format": BuiltinReward(
+            "grpokit.rewards.numeric:format_reward",
+            "1.0 if the completion is just a number (sign, commas, decimals, optional trailing period)",
+        ),
+        "code_exec": BuiltinReward(
+            "grpokit.rewards.codeexec:code_exec",
+            "fraction of the answer's Python test cases the completion's code passes (run in the reward sandbox)",
+            isolated=True,
+        ),
+        "countdown": BuiltinReward(
+            "grpokit.rewards.countdown:countdown",
+            "1.0 if the expression on the last line / after 'Answer:' hits the target using each number once",
+        ),
+    },
+)
 
 
 def list_rewards() -> dict[str, str]:

@@ -9,7 +9,6 @@ from .base import (
     build_engine,
     check_engine,
     make_engine,
-    register_engine,
 )
 
 __all__ = [
@@ -20,5 +19,4 @@ __all__ = [
     "build_engine",
     "check_engine",
     "make_engine",
-    "register_engine",
 ]

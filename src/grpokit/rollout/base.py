@@ -16,6 +16,8 @@ from typing import Protocol
 
 import torch
 
+from ..common.registry import Registry
+
 
 @dataclass
 class SamplingParams:
@@ -165,15 +167,7 @@ def assemble_output(
     )
 
 
-ENGINES: dict[str, Callable[..., RolloutEngine]] = {}
-
-
-def register_engine(name: str) -> Callable:
-    def deco(cls: Callable) -> Callable:
-        ENGINES[name] = cls
-        return cls
-
-    return deco
+ENGINES = Registry("rollout engine")
 
 
 def engine_class(name: str) -> Callable[..., RolloutEngine]:

@@ -13,7 +13,7 @@ import torch
 
 from ..algos.truncation import truncate_logits
 from ..models.prefix import decoder_and_head, positions, prefill
-from .base import RolloutOutput, SamplingParams, SharedModelEngine, left_pad, register_engine
+from .base import ENGINES, RolloutOutput, SamplingParams, SharedModelEngine, left_pad
 
 
 def process_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
@@ -43,7 +43,7 @@ def multinomial_tokens(logp: torch.Tensor) -> torch.Tensor:
     return torch.multinomial(logp.exp(), 1).squeeze(1)
 
 
-@register_engine("hf")
+@ENGINES.register("hf")
 class SharedPrefixSampler(SharedModelEngine):
     """The default engine: shared-prompt prefill, KV cache, early-exit compaction. Shares the learner's model."""
 

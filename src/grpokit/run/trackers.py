@@ -24,11 +24,11 @@ import importlib
 import math
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .. import metric_names as mn
+from ..common.registry import Registry
 
 PIP_NAMES = {"wandb": "wandb", "mlflow": "mlflow-skinny", "trackio": "trackio"}
 PROJECT = os.environ.get("GRPOKIT_PROJECT", "grpokit")
@@ -114,22 +114,15 @@ class Tracker:
         raise NotImplementedError
 
 
-TRACKERS: dict[str, type[Tracker]] = {}
+TRACKERS = Registry("tracker")
 
 
-def register_tracker(name: str) -> Callable[[type[Tracker]], type[Tracker]]:
-    def deco(cls: type[Tracker]) -> type[Tracker]:
-        cls.name = name
-        TRACKERS[name] = cls
-        return cls
-
-    return deco
-
-
-@register_tracker("tensorboard")
+@TRACKERS.register("tensorboard")
 class TensorBoardTracker(Tracker):
     """TensorBoard event files in `<run>/tb`; tensorboard is a declared dependency, and without it nothing is
     written (a run does not stop for its default tracker)."""
+
+    name = "tensorboard"
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
@@ -175,8 +168,10 @@ class TensorBoardTracker(Tracker):
             self.writer.close()
 
 
-@register_tracker("wandb")
+@TRACKERS.register("wandb")
 class WandbTracker(Tracker):
+    name = "wandb"
+
     def start(self, config: dict[str, Any]) -> None:
         run_id = hashlib.sha1(str(self.run_dir.resolve()).encode()).hexdigest()[:12]
         self.run = self.lib.init(
@@ -204,8 +199,10 @@ class WandbTracker(Tracker):
         self.run.finish()
 
 
-@register_tracker("mlflow")
+@TRACKERS.register("mlflow")
 class MlflowTracker(Tracker):
+    name = "mlflow"
+
     def start(self, config: dict[str, Any]) -> None:
         store = self.run_dir / "mlruns"
         if not os.environ.get("MLFLOW_TRACKING_URI"):
@@ -240,9 +237,11 @@ def _mlflow_key(key: str) -> str:
     return "".join(c if c.isalnum() or c in "_-. /" else "_" for c in key)
 
 
-@register_tracker("trackio")
+@TRACKERS.register("trackio")
 class TrackioTracker(Tracker):
     """trackio's local store (SQLite) in `<run>/trackio` unless TRACKIO_DIR is set (read when trackio is imported)."""
+
+    name = "trackio"
 
     def __init__(self, run_dir: Path) -> None:
         if "trackio" not in sys.modules:

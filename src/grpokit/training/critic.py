@@ -1,15 +1,8 @@
 """The value model of the PPO family (docs/math.md §2, §11): its own module, optimizer, learning rate, gradient clip and
-schedule, so it learns at the rate a regression needs rather than the policy's.
+schedule, so it learns at the rate a regression needs rather than the policy's. Its kinds (`critic.kind`: head, mlp,
+model) are the registered value heads of `grpokit.models.value_heads`.
 
-Kinds (`critic.kind`):
-* `head` — a linear value head on the policy's last hidden state, detached (the value loss never moves the
-  policy); the cheapest, a linear probe of the policy's features.
-* `mlp` — a two-layer MLP head on the same detached features.
-* `model` — a separate value model (VC-PPO / VAPO / verl style): a copy of the policy's transformer (or the
-  causal LM at `critic.model`) with a linear head, trained end to end.
-
-V(s_t) is read at the position that predicts token t. The output layer starts at zero (V = 0 everywhere), so
-advantages start as Monte-Carlo returns.
+V(s_t) is read at the position that predicts token t.
 """
 
 from __future__ import annotations
@@ -24,12 +17,7 @@ from torch import nn
 
 from ..config import CriticConfig
 from ..models.prefix import shared_prefix_hidden
-
-
-def _zero_last(layer: nn.Linear) -> nn.Linear:
-    nn.init.zeros_(layer.weight)
-    nn.init.zeros_(layer.bias)
-    return layer
+from ..models.value_heads import CRITIC_KINDS
 
 
 class Critic(nn.Module):
@@ -39,23 +27,20 @@ class Critic(nn.Module):
     def __init__(self, kind: str, hidden_size: int, *, mlp_hidden: int = 256, trunk: nn.Module | None = None):
         super().__init__()
         self.kind = kind
-        if kind == "head":
-            self.head = _zero_last(nn.Linear(hidden_size, 1))
-        elif kind == "mlp":
-            self.head = nn.Sequential(
-                nn.Linear(hidden_size, mlp_hidden), nn.GELU(), _zero_last(nn.Linear(mlp_hidden, 1))
-            )
-        elif kind == "model":
+        try:
+            spec = CRITIC_KINDS[kind]
+        except KeyError as e:
+            raise ValueError(f"critic.kind: {e.args[0]}") from None
+        if spec.own_trunk:
             if trunk is None:
-                raise ValueError("critic.kind=model needs a transformer to start from")
+                raise ValueError(f"critic.kind={kind} needs a transformer to start from")
             self.trunk = trunk
-            self.head = _zero_last(nn.Linear(hidden_size, 1))
-        else:
-            raise ValueError(f"critic.kind={kind!r} is not one of ['head', 'mlp', 'model']")
+        self.head = spec.build(hidden_size, mlp_hidden)
+        self.own_trunk = spec.own_trunk
 
     @property
     def uses_policy_features(self) -> bool:
-        return self.kind != "model"
+        return not self.own_trunk
 
     def from_features(self, hidden: torch.Tensor) -> torch.Tensor:
         """Values [n,T] from the policy's last hidden states [n,T,H] (detached: no gradient reaches the policy)."""
@@ -94,7 +79,7 @@ def build_critic(policy: nn.Module, cfg: CriticConfig, device: str | torch.devic
     """The critic of `cfg.kind`; `load(path)` loads a causal LM for `kind=model` with `critic.model`."""
     hidden = int(policy.config.hidden_size)
     trunk = None
-    if cfg.kind == "model":
+    if CRITIC_KINDS[cfg.kind].own_trunk:
         base = policy.get_base_model() if hasattr(policy, "get_base_model") else policy
         trunk = load(cfg.model) if cfg.model else copy.deepcopy(base)
         trunk.requires_grad_(True).train()

@@ -73,10 +73,7 @@ def _fit(trainer: Trainer, display: Any, *, eval_before: bool, eval_samples: int
         if cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0:
             trainer.save()
         guard.after_save()  # a SIGINT/SIGTERM during the step: checkpoint it and stop
-        if (learned := guard.learned()) is not None:
-            summary["stopped_learned"] = {"step": trainer.step, "mode": learned.mode, "message": learned.message}
-            if display:
-                display.message(f"stopping at step {trainer.step}: {learned.message} (monitor.stop_when_learned)")
+        if _stop_when_learned(trainer, guard, display, summary):
             break
     if not (cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0):
         trainer.save()
@@ -88,6 +85,17 @@ def _fit(trainer: Trainer, display: Any, *, eval_before: bool, eval_samples: int
         log.log(trainer.step, ev)
     summary["final_model"] = str(trainer.save_final())
     return summary
+
+
+def _stop_when_learned(trainer: Trainer, guard: RunGuard, display: Any, summary: dict[str, Any]) -> bool:
+    """With `monitor.stop_when_learned`, an alert that reads the task as learned ends the run after this step."""
+    learned = guard.learned()
+    if learned is None:
+        return False
+    summary["stopped_learned"] = {"step": trainer.step, "mode": learned.mode, "message": learned.message}
+    if display:
+        display.message(f"stopping at step {trainer.step}: {learned.message} (monitor.stop_when_learned)")
+    return True
 
 
 def _log_step(trainer: Trainer, metrics: dict[str, Any]) -> None:

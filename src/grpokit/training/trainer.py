@@ -12,7 +12,6 @@ flow through (denominators are all-reduced across ranks), so multi-process runs 
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 import types
 from pathlib import Path
@@ -22,6 +21,7 @@ import torch
 
 from .. import algos
 from .. import metric_names as mn
+from ..algos.schedules import lr_lambda
 from ..config import Config
 from ..models import load_model_and_tokenizer
 from ..monitor.detectors import Monitor
@@ -43,18 +43,6 @@ from .phases.update import TrainState, run_update
 from .phases.value_pretrain import pretrain_critic
 from .reference import make_reference
 from .session import Session, open_session
-
-
-def lr_lambda(schedule: str, warmup: int, total: int):
-    def fn(step: int) -> float:
-        if warmup > 0 and step < warmup:
-            return (step + 1) / warmup
-        if schedule == "constant" or total <= warmup:
-            return 1.0
-        frac = min(1.0, (step - warmup) / max(1, total - warmup))
-        return 1.0 - frac if schedule == "linear" else 0.5 * (1 + math.cos(math.pi * frac))
-
-    return fn
 
 
 def monitor_context(cfg: Config) -> dict[str, Any]:

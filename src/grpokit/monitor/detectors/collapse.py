@@ -71,26 +71,7 @@ class AdvantageCollapse(Windowed):
             ev["all_correct_frac"] = round(statistics.fmean(c), 3)
             ev["all_wrong_frac"] = round(statistics.fmean(w), 3)
         ev["wasted_compute"] = f"~{zv:.0%} of sampled groups give no gradient"
-        if "all_wrong_frac" not in ev:
-            data = (
-                "prompts the model solves sometimes (this log does not say whether groups are all-right or all-wrong)"
-            )
-        elif ev["all_wrong_frac"] >= ev["all_correct_frac"]:
-            data = "easier prompts (the model fails every sample)"
-        else:
-            data = "harder prompts (the model always succeeds)"
-        ds = self.context.get("dynamic_sampling")
-        if ds:
-            fix = (
-                f"dynamic sampling is on and pays for this with extra generation rounds: a data mix with {data} "
-                "(grpokit preflight filters them), or a larger group size G"
-            )
-        else:
-            fix = (
-                f"DAPO dynamic sampling (algo.dynamic_sampling=true) to drop degenerate groups; a data mix with "
-                f"{data} (grpokit preflight filters them); a larger group size G" + _unknown_config_note(self.context)
-            )
-        actions = [] if ds else ["algo.dynamic_sampling=true"]
+        fix, actions = self._fix(ev)
         sev = "critical" if zv >= self.critical else "warning"
         if _learned(ev, self.learned):
             return True, self.new_alert(
@@ -125,6 +106,28 @@ class AdvantageCollapse(Windowed):
             actions,
             onset=self.values.first_step(),
         )
+
+    def _fix(self, ev: dict[str, Any]) -> tuple[str, list[str]]:
+        """What to change, for the data the zero-variance groups point to, and the autopilot's actions."""
+        if "all_wrong_frac" not in ev:
+            data = (
+                "prompts the model solves sometimes (this log does not say whether groups are all-right or all-wrong)"
+            )
+        elif ev["all_wrong_frac"] >= ev["all_correct_frac"]:
+            data = "easier prompts (the model fails every sample)"
+        else:
+            data = "harder prompts (the model always succeeds)"
+        if self.context.get("dynamic_sampling"):
+            fix = (
+                f"dynamic sampling is on and pays for this with extra generation rounds: a data mix with {data} "
+                "(grpokit preflight filters them), or a larger group size G"
+            )
+            return fix, []
+        fix = (
+            f"DAPO dynamic sampling (algo.dynamic_sampling=true) to drop degenerate groups; a data mix with "
+            f"{data} (grpokit preflight filters them); a larger group size G" + _unknown_config_note(self.context)
+        )
+        return fix, ["algo.dynamic_sampling=true"]
 
     def _push_range(self, step: int, m: dict[str, Any]) -> str | None:
         """Without a zero-variance fraction: 1 for a step whose advantages are all exactly 0 (min = max = 0) or whose

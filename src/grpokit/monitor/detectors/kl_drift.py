@@ -16,7 +16,13 @@ class KLDrift(Windowed):
     when the next row holds it), or growing without bound (slope > 0 over `window` steps, the
     last value > `growth` x the first (the first floored at `kl_floor`) and above the absolute floor `min_kl`: a KL
     going 0.006 -> 0.03 is not drift). Opposite failure: with a KL penalty on, the penalty term exceeds the
-    policy-gradient term while reward stalls (slope <= 0) for `window` steps."""
+    policy-gradient term while reward stalls (slope <= 0) for `window` steps.
+
+    Drift is a rise: a KL already above `kl_max` at the first logged row is an offset, not drift (before any update
+    the policy is its reference, so the reference is something else: a teacher, as in verl on-policy-distillation
+    recipes that load the teacher as the reference model (KL 0.55 at step 1, 0.46-0.72 after), or the log starts
+    late). Then the bar is `growth` x that first value instead of `kl_max`: KL 0.83 -> 16.9 is drift, 0.55 -> 0.7 is
+    not."""
 
     name, mode = "kl_drift", "KL drift"
     kl_max, growth, kl_floor, min_kl, window = 0.5, 3.0, 0.01, 0.1, 10
@@ -27,6 +33,7 @@ class KLDrift(Windowed):
         super().__init__(context, **params)
         self.rewards = StepWindow(self.window)
         self.dominates = StepWindow(self.window)
+        self.first_kl = math.nan  # the first logged KL (an offset when already above kl_max)
 
     def _track(self, step: int, m: dict[str, Any]) -> tuple[float, float, float]:
         """Record the reward and whether the KL penalty outweighs the policy-gradient term; returns (KL
@@ -54,13 +61,19 @@ class KLDrift(Windowed):
             "reference (algo.reference=ema)"
         )
         actions = [] if self.context.get("kl_controller") == "adaptive" else ["algo.kl_controller=adaptive"]
-        if last > self.kl_max:
+        offset = self.first_kl > self.kl_max
+        bar = self.growth * self.first_kl if offset else self.kl_max
+        if last > bar:
             ev = {"kl": round(last, 4), "signal": key}
-            if len(vals) >= 2 and vals[-2] > self.kl_max:  # held for two logged rows: drift, not a spike
+            what = f"{bar:.3g}"
+            if offset:
+                ev["kl_first"] = round(self.first_kl, 4)
+                what += f", {self.growth:g}x its first logged value {self.first_kl:.3g} (already above {self.kl_max})"
+            if len(vals) >= 2 and vals[-2] > bar:  # held for two logged rows: drift, not a spike
                 ev["kl_previous"] = round(vals[-2], 4)
-                msg = f"KL to the reference {last:.3f} exceeds {self.kl_max} (and did at the row before)"
+                msg = f"KL to the reference {last:.3f} exceeds {what} (and did at the row before)"
                 return self.new_alert(step, "critical", msg, ev, fix, actions, onset=self.values.items[-2][0])
-            msg = f"KL to the reference spiked to {last:.3f} (above {self.kl_max}); critical if the next row holds it"
+            msg = f"KL to the reference spiked to {last:.3f} (above {what}); critical if the next row holds it"
             return self.new_alert(step, "warning", msg, ev, fix, actions)
         if (
             self.full()
@@ -105,5 +118,7 @@ class KLDrift(Windowed):
         coef, kl_loss, pg_scale = self._track(step, m)
         if key is None:
             return self.active, None
+        if math.isnan(self.first_kl):
+            self.first_kl = self.values.items[-1][1]
         alert = self._drift(step, key) or self._penalty_dominates(step, coef, kl_loss, pg_scale)
         return (True, alert) if alert is not None else (False, None)

@@ -14,7 +14,7 @@ import torch
 from ... import metric_names as mn
 from ...algos.compose import AlgoConfig
 from ...algos.shaping import group_keep_mask
-from ...monitor.signals import zero_variance_signals
+from ...monitor.measures import zero_variance_signals
 from ..batch import Batch
 
 Draw = Callable[[int], Batch]

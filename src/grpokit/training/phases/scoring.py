@@ -13,7 +13,7 @@ from ... import algos
 from ... import metric_names as mn
 from ...algos.compose import AlgoConfig
 from ...data import Example
-from ...monitor import signals
+from ...monitor import measures
 from ...rewards import RewardManager
 from ...rollout import RolloutOutput
 from ..batch import Batch, from_rollout
@@ -84,10 +84,10 @@ def merge_round_metrics(rounds: list[Any]) -> dict[str, float]:
     accuracy = [x for r in rounds for x in r.accuracy]
     per_reward = {k: [x for r in rounds for x in r.per_reward[k]] for k in (rounds[0].per_reward if rounds else {})}
     out.update(
-        signals.reward_signals(
+        measures.reward_signals(
             torch.tensor(rewards, dtype=torch.float32), torch.tensor(accuracy, dtype=torch.float32).nan_to_num(0.0)
         )
     )
-    out.update(signals.component_correlations(rewards, per_reward))
+    out.update(measures.component_correlations(rewards, per_reward))
     out[mn.REWARD_SAMPLED_N] = float(len(rewards))
     return out

@@ -13,7 +13,7 @@ import torch
 from ... import algos
 from ... import metric_names as mn
 from ...algos.compose import AlgoConfig
-from ...monitor import signals
+from ...monitor import measures
 from ..batch import Batch
 
 
@@ -26,15 +26,15 @@ def step_signals(
     policy_entropy: torch.Tensor | None,
 ) -> dict[str, float]:
     m: dict[str, float] = {}
-    kept = signals.reward_signals(b.rewards, b.accuracy)
+    kept = measures.reward_signals(b.rewards, b.accuracy)
     m.update({mn.kept(k): v for k, v in kept.items()})
     # verifier checks read the verifier's own scores: shaping (soft overlong punishment) is length-based by design
     scores = b.scores if b.scores is not None else b.rewards
-    m.update(signals.reward_consistency_signals(b.texts, scores, b.accuracy, b.lengths, b.example_index))
+    m.update(measures.reward_consistency_signals(b.texts, scores, b.accuracy, b.lengths, b.example_index))
     cache = int(algo.overlong_cache) if algo.soft_overlong else 0
-    m.update(signals.length_signals(b.lengths, b.truncated, b.accuracy, max_new_tokens, cache))
+    m.update(measures.length_signals(b.lengths, b.truncated, b.accuracy, max_new_tokens, cache))
     if policy_entropy is not None:
-        m.update(signals.entropy_signals(policy_entropy, b.raw_mask))
+        m.update(measures.entropy_signals(policy_entropy, b.raw_mask))
     if policy_logp is not None:
         if b.ref_logp is not None:
             m.update(algos.kl_metrics(policy_logp, b.ref_logp, b.raw_mask, prefix=mn.KL_REF_FAMILY))

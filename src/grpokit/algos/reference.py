@@ -9,23 +9,14 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 
 import torch
 
 from ..algos.compose import AlgoConfig
 from ..algos.kl import ema_update_
+from ..common.registry import Registry
 
-REFERENCES: dict[str, type[Reference]] = {}
-
-
-def register_reference(name: str) -> Callable[[type[Reference]], type[Reference]]:
-    def deco(cls: type[Reference]) -> type[Reference]:
-        REFERENCES[name] = cls
-        cls.name = name
-        return cls
-
-    return deco
+REFERENCES = Registry("reference")
 
 
 def _frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
@@ -54,12 +45,14 @@ class Reference:
         return {"ref_model": self.model} if self.moving and self.model is not None else {}
 
 
-register_reference("none")(Reference)
+REFERENCES.register("none")(Reference)
 
 
-@register_reference("frozen")
+@REFERENCES.register("frozen")
 class FrozenReference(Reference):
     """pi_ref = the initial policy, never updated (GRPO, PPO, DAPO with KL)."""
+
+    name = "frozen"
 
     def __init__(self, policy: torch.nn.Module, algo: AlgoConfig) -> None:
         super().__init__(policy, algo)
@@ -75,17 +68,21 @@ class _MovingReference(Reference):
         self.init_model = _frozen_copy(policy)
 
 
-@register_reference("ema")
+@REFERENCES.register("ema")
 class EmaReference(_MovingReference):
     """T1 dynamic anchor (docs/math.md §12): theta_ref <- eta theta_ref + (1 - eta) theta after each optimizer step."""
+
+    name = "ema"
 
     def after_optimizer_step(self, policy: torch.nn.Module) -> None:
         ema_update_(self.model.parameters(), policy.parameters(), self.algo.ref_ema_eta)
 
 
-@register_reference("sync")
+@REFERENCES.register("sync")
 class SyncReference(_MovingReference):
     """Hard sync theta_ref <- theta every `ref_sync_every` training steps (TR-DPO style, TRL `sync_ref_model`)."""
+
+    name = "sync"
 
     def after_step(self, policy: torch.nn.Module, step: int) -> None:
         every = self.algo.ref_sync_every

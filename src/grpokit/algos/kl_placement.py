@@ -12,23 +12,15 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
 
 import torch
 
 from .. import algos
 from ..algos.compose import AlgoConfig
+from ..common.registry import Registry
 from .batch import Batch
 
-KL_PLACEMENTS: dict[str, type[KLPlacement]] = {}
-
-
-def register_placement(name: str) -> Callable[[type[KLPlacement]], type[KLPlacement]]:
-    def deco(cls: type[KLPlacement]) -> type[KLPlacement]:
-        KL_PLACEMENTS[name] = cls
-        return cls
-
-    return deco
+KL_PLACEMENTS = Registry("KL placement")
 
 
 def takes_token_rewards(advantage: str) -> bool:
@@ -36,7 +28,7 @@ def takes_token_rewards(advantage: str) -> bool:
     return "token_rewards" in inspect.signature(algos.ADVANTAGES.get(advantage)).parameters
 
 
-@register_placement("loss")
+@KL_PLACEMENTS.register("loss")
 class KLPlacement:
     """KL as a loss term: added in `compute_loss`; rewards and advantages are left alone."""
 
@@ -58,7 +50,7 @@ class KLPlacement:
         return adv
 
 
-@register_placement("reward")
+@KL_PLACEMENTS.register("reward")
 class KLInReward(KLPlacement):
     """r_t <- r_t - beta k1_t (per token), or R <- R - beta sum_t k1_t for scalar-reward estimators (docs/math.md
     §16)."""
@@ -74,7 +66,7 @@ class KLInReward(KLPlacement):
         return rewards - beta * algos.sequence_kl(b.old_logp, b.ref_logp, b.mask), None
 
 
-@register_placement("reward_centered")
+@KL_PLACEMENTS.register("reward_centered")
 class CenteredKL(KLPlacement):
     """T1 (docs/math.md §12): A <- A - beta (KL_seq,i - mean of its group), so the penalty does not shift the group
     mean."""
