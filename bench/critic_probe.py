@@ -52,8 +52,8 @@ from critic_probe_ceiling import ceiling_rows, mc_values, oracle_features  # noq
 from critic_probe_fit import by_prompt_split, ev, final_token_auc, fit_mlp, fit_ridge  # noqa: E402
 
 from grpokit.data import get_task, render_prompt  # noqa: E402
-from grpokit.learner import completion_forward  # noqa: E402
 from grpokit.models import load_model_and_tokenizer  # noqa: E402
+from grpokit.models.forward import completion_forward
 from grpokit.rewards.numeric import exact_numeric  # noqa: E402
 from grpokit.rollout import SamplingParams, make_engine  # noqa: E402
 

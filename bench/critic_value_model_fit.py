@@ -42,9 +42,9 @@ from critic_probe import add_rollout_args, sample, split_prompts  # noqa: E402
 from critic_probe_fit import auc  # noqa: E402
 
 from grpokit.algos import explained_variance  # noqa: E402
-from grpokit.critic import Critic  # noqa: E402
 from grpokit.models import load_model_and_tokenizer  # noqa: E402
 from grpokit.rollout import SamplingParams, make_engine  # noqa: E402
+from grpokit.training.critic import Critic
 
 KEYS = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask")
 

@@ -2,8 +2,8 @@
 dapo), tokens per second and peak RSS. A benchmark, not a test: it prints figures.
 
     .venv/bin/python bench/step_throughput.py --steps 4
-    .venv/bin/python bench/step_throughput.py --steps 4 --set algo.dynamic_sampling=false --min-new-tokens 48
-    .venv/bin/python bench/step_throughput.py --steps 4 --set rollout.engine=vllm --set algo.dynamic_sampling=false
+    .venv/bin/python bench/step_throughput.py --steps 4 --set algo.group_filter=all --min-new-tokens 48
+    .venv/bin/python bench/step_throughput.py --steps 4 --set rollout.engine=vllm --set algo.group_filter=all
 
 With `--set rollout.engine=X` (X other than the default `hf`) the same config also runs on the default engine,
 one after the other in this process, and the table compares the two: every ratio is measured in the same run.
@@ -32,7 +32,7 @@ def run_engine(args: argparse.Namespace, engine: str) -> tuple[list[dict[str, An
     import time
 
     from grpokit.config import build_config
-    from grpokit.trainer import Trainer
+    from grpokit.training.trainer import Trainer
 
     overrides = [
         "rollout.prompts_per_step=4",
@@ -52,7 +52,7 @@ def run_engine(args: argparse.Namespace, engine: str) -> tuple[list[dict[str, An
         setup = time.perf_counter() - t0
         rows = []
         for i in range(args.steps + 1):
-            m = trainer.train_step()
+            m = trainer.train_step().metrics
             trainer.step += 1
             if i > 0:
                 rows.append(m)
@@ -88,7 +88,7 @@ def main() -> None:
 
     import torch
 
-    from grpokit.cli import _quiet_libraries
+    from grpokit.cli.main import _quiet_libraries
 
     _quiet_libraries()
     if args.threads:

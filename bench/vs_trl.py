@@ -76,7 +76,7 @@ def grpokit_rows(args: argparse.Namespace, setting: str) -> tuple[list[dict[str,
         recipe="dapo",
         model="smollm2-135m-instruct",
         task="add1",
-        set=["algo.dynamic_sampling=false", f"rollout.max_new_tokens={args.max_new_tokens}", *args.set],
+        set=["algo.group_filter=all", f"rollout.max_new_tokens={args.max_new_tokens}", *args.set],
     )
     engine, _, precision = setting.partition("/")
     if precision:
@@ -105,7 +105,7 @@ def run_worker(args: argparse.Namespace) -> None:
     v = parse_variant(args.worker)
     sys.path.insert(0, str(HERE))
     if v.framework == "grpokit":
-        from grpokit.cli import _quiet_libraries
+        from grpokit.cli.main import _quiet_libraries
 
         _quiet_libraries()
         rows, facts = grpokit_rows(args, v.setting)

@@ -85,7 +85,7 @@ def test_adaptive_kl_in_the_trainer_moves_beta_by_the_batch_size(tmp_path) -> No
         for p in tr.model.parameters():
             p.add_(0.05 * torch.randn_like(p))
     beta0 = tr.kl_ctl.value
-    m = tr.train_step()
+    m = tr.train_step().metrics
     n = m["train/batch_size"]
     tr.rewards.close()
     assert m["kl_ref/k1"] > 1e-6

@@ -125,7 +125,7 @@ def test_contradictory_or_invalid_setting_is_one_line_exit_2(
 
 def test_dapo_with_one_sample_per_prompt_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = cli(capsys, "train", "--recipe", "dapo", "--out", str(tmp_path), "--set", "rollout.group_size=1")
-    assert code == 2 and "algo.dynamic_sampling=true" in err and "every update would be skipped" in err
+    assert code == 2 and "algo.group_filter=dynamic_sampling" in err and "every update would be skipped" in err
 
 
 def test_gspo_with_dual_clip_is_refused_naming_the_component(
@@ -174,8 +174,8 @@ def test_yaml_recipe_path_with_a_syntax_error(tmp_path: Path, capsys: pytest.Cap
 @pytest.mark.parametrize(
     ("recipe", "override", "needle"),
     [
-        ("grpo", "algo.ds_oversample=2", "algo.ds_oversample=2.0 has no effect: algo.dynamic_sampling is false"),
-        ("dapo", "algo.dynamic_sampling=false", "algo.ds_oversample=3.0 has no effect"),
+        ("grpo", "algo.ds_oversample=2", "algo.ds_oversample=2.0 has no effect: algo.group_filter is 'all'"),
+        ("dapo", "algo.group_filter=all", "algo.ds_oversample=3.0 has no effect"),
         ("grpo", "critic.lr=0.1", "critic.lr=0.1 has no effect: recipe 'grpo' trains no critic"),
     ],
 )

@@ -126,7 +126,7 @@ def test_batch_sizes_count_completions_and_steps_count_optimizer_steps(body: dic
         "group_size": cfg.rollout.group_size,
         "mini_batches": cfg.train.mini_batches,
         "micro": cfg.train.micro_batch_size,
-        "epochs": cfg.train.epochs,
+        "epochs": cfg.train.ppo_epochs,
         "steps": cfg.train.steps,
         "save_every": cfg.train.save_every,
     }

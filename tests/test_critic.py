@@ -129,7 +129,7 @@ def test_value_pretraining_of_a_value_model_skips_the_policy_forward_with_the_sa
     trainer = Trainer(cfg, tmp_path)
     timings: dict[str, float] = {}
     b = trainer.draw(timings)
-    trainer.prepare(b, timings)
+    trainer.advantages(b, timings)
     critic0, opt0 = copy.deepcopy(trainer.critic.state_dict()), copy.deepcopy(trainer.critic_opt.state_dict())
     after = []
     for skip in (False, True):

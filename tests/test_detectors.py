@@ -105,7 +105,7 @@ def test_advantage_collapse_fires_when_the_window_mean_reaches_the_threshold() -
     assert a.evidence["zero_variance_frac"] == 0.9 and a.evidence["signal"] == "zv/acc_frac"
     assert a.evidence["all_wrong_frac"] == 0.9 and a.evidence["all_correct_frac"] == 0.0
     assert "DAPO dynamic sampling" in a.fix and "easier prompts" in a.fix
-    assert a.actions == ["algo.dynamic_sampling=true"]
+    assert a.actions == ["algo.group_filter=dynamic_sampling"]
     assert det.active
 
 

@@ -110,7 +110,7 @@ def test_torchrun_with_a_colocated_vllm_per_rank(tmp_path: Path) -> None:
         "data.eval_size=2",
         "train.eval_every=0",
         "train.steps=1",
-        "algo.dynamic_sampling=false",
+        "algo.group_filter=all",
         "reward.functions=[toy_rewards:vowel_frac]",
     ]
     args = ["-m", "grpokit", "train", "--recipe", "dapo", "--model", "smollm2-135m-instruct"]

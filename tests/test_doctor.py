@@ -101,13 +101,13 @@ def test_autopilot_switches_on_dynamic_sampling_and_logs_before_after(tmp_path: 
         "algo.max_gen_rounds=1",
     ]
     trainer = Trainer(build_config("grpo", overrides=overrides), tmp_path)
-    assert trainer.cfg.algo.dynamic_sampling is False
+    assert trainer.cfg.algo.group_filter == "all"
     fit(trainer, None, eval_before=False)
-    assert trainer.cfg.algo.dynamic_sampling is True
+    assert trainer.cfg.algo.group_filter == "dynamic_sampling"
     rows = [json.loads(x) for x in (tmp_path / "interventions.jsonl").read_text().splitlines()]
     inter = [r for r in rows if r["kind"] == "intervention"]
-    assert inter[0]["action"] == "algo.dynamic_sampling=true" and inter[0]["before"] is False
-    assert inter[0]["after"] is True and "advantage collapse" in inter[0]["reason"]
+    assert inter[0]["action"] == "algo.group_filter=dynamic_sampling" and inter[0]["before"] == "all"
+    assert inter[0]["after"] == "dynamic_sampling" and "advantage collapse" in inter[0]["reason"]
     assert "zv/frac" in inter[0]["metrics_before"]
     follow = [r for r in rows if r["kind"] == "followup"]
     assert follow and "metrics_after" in follow[0]
@@ -162,14 +162,14 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
 def test_each_run_of_a_folder_gets_its_own_diagnosis_and_advice(tmp_path: Path) -> None:
     """Two runs under one folder, both collapsing: dynamic sampling is recommended only to the run without it."""
     collapse = [{"zv/acc_frac": 0.9, "zv/all_wrong": 0.9, "zv/all_correct": 0.0, "reward/mean": 0.05}] * 8
-    _grpokit_run(tmp_path / "runs" / "with_ds", collapse, dynamic_sampling=True)
-    _grpokit_run(tmp_path / "runs" / "without_ds", collapse, dynamic_sampling=False)
+    _grpokit_run(tmp_path / "runs" / "with_ds", collapse, group_filter="dynamic_sampling")
+    _grpokit_run(tmp_path / "runs" / "without_ds", collapse, group_filter="all")
     diags = {d["run"]: d for d in diagnose_all(tmp_path)}
     assert set(diags) == {"runs/with_ds", "runs/without_ds"}
     with_ds, without = diags["runs/with_ds"]["alerts"][0], diags["runs/without_ds"]["alerts"][0]
     assert with_ds["mode"] == without["mode"] == "advantage collapse"
-    assert "algo.dynamic_sampling=true" not in with_ds["fix"] and with_ds["actions"] == []
-    assert "algo.dynamic_sampling=true" in without["fix"]
+    assert "algo.group_filter=dynamic_sampling" not in with_ds["fix"] and with_ds["actions"] == []
+    assert "algo.group_filter=dynamic_sampling" in without["fix"]
     out = doctor(str(tmp_path), "--run", "without_ds")
     assert out.returncode == 1 and "runs/without_ds" in out.stdout and "with_ds]" not in out.stdout
     out = doctor(str(tmp_path), "--json")
@@ -189,7 +189,7 @@ def test_the_demo_scenario_current_advice_saturation_and_generation_cap(tmp_path
             row = {k: v for k, v in row.items() if k != "entropy/token_mean"} | {"train/skipped_update": 1.0}
         rows.append(row)
     rows[-1]["eval/accuracy"] = 1.0
-    d = _grpokit_run(tmp_path / "demo", rows, dynamic_sampling=True, max_gen_rounds=10)
+    d = _grpokit_run(tmp_path / "demo", rows, group_filter="dynamic_sampling", max_gen_rounds=10)
     diag = diagnose(d)
     collapse = next(a for a in diag["alerts"] if a["detector"] == "advantage_collapse")
     # a warning while the zero-variance groups were mixed; read as the task learned once they are all-correct
@@ -201,7 +201,9 @@ def test_the_demo_scenario_current_advice_saturation_and_generation_cap(tmp_path
         {"step": 16, "mode": "convergence", "from_mode": "advantage collapse"},
         {"step": 16, "from": "critical", "to": "info"},
     ]
-    assert "algo.dynamic_sampling=true" not in collapse["fix"] and "monitor.stop_when_learned" in collapse["fix"]
+    assert (
+        "algo.group_filter=dynamic_sampling" not in collapse["fix"] and "monitor.stop_when_learned" in collapse["fix"]
+    )
     kinds = {f["kind"]: f for f in diag["findings"]}
     assert kinds["generation_cap"]["hit"] == 21 and "21 of 36 steps" in kinds["generation_cap"]["message"]
     assert kinds["no_update"]["no_update"] == 9 and "9 of 36" in kinds["no_update"]["message"]

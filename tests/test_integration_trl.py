@@ -96,7 +96,7 @@ def test_callback_alerts_during_training_and_stops_on_critical(tmp_path: Path, e
     collapse = [r for r in rows if r["detector"] == "advantage_collapse"]
     assert collapse and collapse[0]["event"] == "onset" and collapse[0]["severity"] == "critical"
     assert collapse[0]["evidence"]["zero_variance_frac"] == 1.0
-    assert "algo.dynamic_sampling" in collapse[0]["in_trl"]  # the fix in TRL's terms
+    assert "algo.group_filter" in collapse[0]["in_trl"]  # the fix in TRL's terms
     assert collapse[0]["completions"] and "completion" in collapse[0]["completions"][0]
     text = out.getvalue()
     assert "CRITICAL: advantage collapse" in text and "stopping at step 2" in text and "in TRL:" in text

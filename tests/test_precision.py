@@ -35,7 +35,7 @@ def test_bf16_autocast_step_is_close_to_fp32_on_the_same_batch(tmp_path: Path) -
             p.add_(0.02 * torch.randn_like(p))
     torch.manual_seed(0)
     b = trainer.draw({})
-    trainer.prepare(b, {})
+    trainer.advantages(b, {})
     weights = copy.deepcopy(trainer.model.state_dict())
     opt = copy.deepcopy(trainer.optimizer.state_dict())
     out = {}

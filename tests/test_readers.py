@@ -57,6 +57,8 @@ def test_registry_lists_every_source():
         "nemo-rl",
         "prime-rl",
         "slime",
+        "roll",
+        "areal",
         "console",
         "tensorboard",
     ]

@@ -94,11 +94,11 @@ def test_charts_that_cannot_move_say_why(runs: tuple[Path, Path]) -> None:
     # one optimizer step per batch: the ratio is 1, nothing clips
     assert collapsing.cfg("train.mini_batches") == 1
     reason = clip_static(collapsing)
-    assert reason and "train.epochs=1 and train.mini_batches=1" in reason
+    assert reason and "train.ppo_epochs=1 and train.mini_batches=1" in reason
     assert clip_static(learning) is None  # two mini-batches: the second one can clip
     assert "algo.reference=none" in (kl_static(collapsing) or "")
     assert rounds_static(collapsing) is None  # DAPO: dynamic sampling on
-    assert "algo.dynamic_sampling=false" in (rounds_static(learning) or "")
+    assert "algo.group_filter=all" in (rounds_static(learning) or "")
 
 
 def test_report_page_has_summary_greyed_charts_skipped_steps_and_completions(runs: tuple[Path, Path]) -> None:
@@ -106,7 +106,7 @@ def test_report_page_has_summary_greyed_charts_skipped_steps_and_completions(run
     html = page.read_text()
     used = json.loads((runs[1] / "run.json").read_text())["precision"]
     assert "<h2>Summary</h2>" in html and f"{used} on cpu" in html
-    assert "cannot move: train.epochs=1 and train.mini_batches=1" in html
+    assert "cannot move: train.ppo_epochs=1 and train.mini_batches=1" in html
     assert "A1 CRITICAL advantage collapse" in html  # numbered like the markers on the charts
     verdict = "<p class='verdict critical'><b>verdict: failing: a critical failure mode is active"
     assert verdict in html and html.index(verdict) < html.index("<h2>Summary</h2>")  # the verdict leads

@@ -181,7 +181,7 @@ def test_on_policy_step_reports_sampler_learner_mismatch(tmp_path: Path) -> None
         return p
 
     trainer.sampling_params = hotter
-    m = trainer.train_step()
+    m = trainer.train_step().metrics
     assert m["mismatch/abs_diff_mean"] > 0.01  # > 10x the same-temperature mismatch above
 
 

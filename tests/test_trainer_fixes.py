@@ -74,15 +74,15 @@ def test_autopilot_interventions_survive_resume(tmp_path: Path) -> None:
     first = Trainer(build_config("grpo", overrides=overrides), tmp_path)
     fit(first, None, eval_before=False)
     inter = [r for r in rows(tmp_path / "interventions.jsonl") if r["kind"] == "intervention"]
-    assert inter and inter[0]["action"] == "algo.dynamic_sampling=true"
+    assert inter and inter[0]["action"] == "algo.group_filter=dynamic_sampling"
     s = inter[0]["step"]
     assert s + 1 < 8 and any(r["kind"] == "followup" for r in rows(tmp_path / "interventions.jsonl"))
     # resume as the CLI does: config.yaml is the config the run started with (dynamic sampling off)
     cfg = config_from_dict(yaml.safe_load((tmp_path / "config.yaml").read_text()))
-    assert cfg.algo.dynamic_sampling is False
+    assert cfg.algo.group_filter == "all"
     resumed = Trainer(cfg, tmp_path)
     resumed.restore(tmp_path / "checkpoints" / f"step_{s + 1}")
-    assert resumed.cfg.algo.dynamic_sampling is True
+    assert resumed.cfg.algo.group_filter == "dynamic_sampling"
     assert len(resumed.autopilot.log) == len([r for r in inter if r["step"] <= s + 1])  # the budget is not reset
     kept = rows(tmp_path / "interventions.jsonl")
     assert all(r.get("after_step", r["step"]) <= s + 1 for r in kept) and kept, "rows after the checkpoint go"
@@ -116,7 +116,7 @@ def test_kl_in_the_reward_reaches_reinforce_pp_baseline(tmp_path: Path) -> None:
                 p.add_(0.05 * torch.randn_like(p))
         torch.manual_seed(0)
         b = tr.draw({})
-        tr.prepare(b, {})
+        tr.advantages(b, {})
         advs.append(b.advantages)
         tr.rewards.close()
     assert not torch.allclose(advs[0], advs[1], atol=1e-4)

@@ -137,7 +137,7 @@ def test_weights_pushed_after_an_update_give_the_learners_logprobs(engine: VLLME
     assert float((trainer.engine.score(prompt, comp) - before).abs().max()) < 1e-3
     with torch.no_grad():  # make sure the step moves the weights far enough to see a stale engine
         trainer.optimizer.param_groups[0]["lr"] = 1e-3
-    metrics = trainer.train_step()
+    metrics = trainer.train_step().metrics
     assert metrics.get("train/skipped_update", 0.0) == 0.0 and "time/weight_sync" in metrics
     after = learner()
     assert float((after - before).abs().max()) > 1e-2  # the update changed the policy
@@ -166,7 +166,7 @@ def test_lora_run_pushes_merged_weights(engine: VLLMEngine, tmp_path: Path) -> N
 def test_a_recipe_trains_end_to_end_on_vllm(engine: VLLMEngine, tmp_path: Path) -> None:
     cfg = build_config(
         "dapo",
-        overrides=_vllm_overrides("rollout.max_new_tokens=16", "algo.dynamic_sampling=false", "train.steps=2"),
+        overrides=_vllm_overrides("rollout.max_new_tokens=16", "algo.group_filter=all", "train.steps=2"),
     )
     trainer = Trainer(cfg, tmp_path)
     summary = fit(trainer, None, eval_before=True)

@@ -65,20 +65,20 @@ def main() -> None:
             "ds_g8",
             "dapo",
             max(n // 4, 2),
-            [*base, "algo.dynamic_sampling=true", "algo.max_gen_rounds=10"],
+            [*base, "algo.group_filter=dynamic_sampling", "algo.max_gen_rounds=10"],
         ),
         "dynamic sampling, G=8, rounds of 1x prompts": (
             "ds1x_g8",
             "dapo",
             max(n // 2, 2),
-            [*base, "algo.dynamic_sampling=true", "algo.ds_oversample=1", "algo.max_gen_rounds=30"],
+            [*base, "algo.group_filter=dynamic_sampling", "algo.ds_oversample=1", "algo.max_gen_rounds=30"],
         ),
-        "no dynamic sampling, G=8": ("g8", "dapo", n, [*base, "algo.dynamic_sampling=false"]),
+        "no dynamic sampling, G=8": ("g8", "dapo", n, [*base, "algo.group_filter=all"]),
         "no dynamic sampling, G=16": (
             "g16",
             "dapo",
             max(n // 2, 1),
-            [*base, "algo.dynamic_sampling=false", "rollout.group_size=16"],
+            [*base, "algo.group_filter=all", "rollout.group_size=16"],
         ),
     }
     arms, dirs = common.run_arms(out, arm_sets, args.seeds, model=args.model, lock=args.lock, task=args.task)

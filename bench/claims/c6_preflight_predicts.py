@@ -55,7 +55,7 @@ def main() -> None:
     out = Path(args.out)
     g = args.group_size
     sets = [f"rollout.group_size={g}", f"rollout.prompts_per_step={args.prompts_per_step}", "train.eval_every=0"]
-    sets += ["train.save_every=0", "algo.dynamic_sampling=false"]
+    sets += ["train.save_every=0", "algo.group_filter=all"]
     rows_md = [
         "| task | seed | forecast | plug-in p^G+(1-p)^G | measured steps 1-5 (each step) | forecast - measured |",
         "|---|---|---|---|---|---|",

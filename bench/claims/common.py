@@ -26,7 +26,7 @@ SMALL_BATCH = [
     "rollout.prompts_per_step=4",
     "rollout.group_size=8",
     "rollout.max_new_tokens=32",
-    "algo.dynamic_sampling=false",
+    "algo.group_filter=all",
     "train.eval_every=8",
 ]
 

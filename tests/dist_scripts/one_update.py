@@ -32,10 +32,10 @@ def main(out: str, recipe: str, prompts: int, sharding: str = "ddp", split: str 
             "train.eval_every=0",
             "train.save_every=0",
             "train.micro_batch_size=3",  # micro-batches that split groups: accumulation is exercised too
-            "train.epochs=2",
+            "train.ppo_epochs=2",
             "train.lr=1e-3",
             "reward.functions=[toy_rewards:vowel_frac]",
-            "algo.dynamic_sampling=false",
+            "algo.group_filter=all",
             f"train.sharding={sharding}",
         ],
     )
@@ -52,7 +52,7 @@ def main(out: str, recipe: str, prompts: int, sharding: str = "ddp", split: str 
         lo, hi = (0, prompts - 1) if info.rank == 0 else (prompts - 1, prompts)
     mine = torch.arange(lo * g, hi * g)
     shard = b.select(mine)
-    trainer.prepare(shard, timings)
+    trainer.advantages(shard, timings)
     m = trainer.update(shard, timings)
     assert m.get("train/skipped_update", 0.0) == 0.0, m
     params = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}

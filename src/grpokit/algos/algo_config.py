@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .components import SLOTS, Component, component_keys, unused_message
+from .kl import KL_CONTROLLERS
+from .registry import KL_PLACEMENTS, REFERENCES
 
 
 @dataclass
@@ -34,7 +36,7 @@ class AlgoConfig:
     gpg_alpha_correction: bool | None = None
     pass_k: int | None = None
     passk_std_norm: bool | None = None
-    gpg_threshold: float | None = None  # run-level: GPG resampling (sampling.py), not an estimator parameter
+    gpg_threshold: float | None = None  # the gpg group filter's valid-group fraction (docs/math.md §6)
     # critic targets (§2, §11) -- component: critic
     lam_critic: float | None = None
     # policy loss (§2, §5, §7, §8, §9, §14) -- component: policy_loss
@@ -79,8 +81,10 @@ class AlgoConfig:
     is_correction: str | None = None
     is_c_max: float | None = None
     is_c_min: float | None = None
+    # which sampled groups a step trains on (§5, §6), one of `grpokit.training.phases.filter.GROUP_FILTERS`:
+    # all | dynamic_sampling (DAPO) | gpg (GPG resampling); the old switch algo.dynamic_sampling=true still works
+    group_filter: str = "all"
     # DAPO shaping and filtering (§5)
-    dynamic_sampling: bool = False
     filter_metric: str = "accuracy"
     max_gen_rounds: int = 10  # DAPO / verl max_num_gen_batches
     ds_oversample: float = 1.0  # prompts drawn per round = ceil(ds_oversample * prompts_per_step) (verl: 3)
@@ -104,9 +108,6 @@ class AlgoConfig:
     # field -> its valid values (None: unset). A string listed here is kept as that string when set, so
     # `algo.adv_scale=none` is the choice "none" (mean-only advantage), not unset (grpokit.config.coerce)
     CHOICES: ClassVar[dict[str, tuple[str | None, ...]]] = {
-        "kl_placement": ("loss", "reward", "reward_centered"),
-        "kl_controller": ("fixed", "adaptive"),
-        "reference": ("none", "frozen", "ema", "sync"),
         "adv_scale": (None, "group", "batch", "none"),
         "filter_metric": ("accuracy", "reward"),
         "cispo_cap_mode": (None, "relative", "absolute"),
@@ -114,6 +115,11 @@ class AlgoConfig:
         "kl_center": (None, "batch", "group"),
         "kl_scale": (None, "std"),
     }
+
+    @property
+    def dynamic_sampling(self) -> bool:
+        """DAPO dynamic sampling is the group filter (read-only: set algo.group_filter)."""
+        return self.group_filter == "dynamic_sampling"
 
     @property
     def uses_critic(self) -> bool:
@@ -228,6 +234,13 @@ class AlgoConfig:
                     reg.get(value)
                 except KeyError as e:
                     raise ValueError(f"algo.{slot}: {e.args[0]}") from None
+        for name, registry in (
+            ("reference", REFERENCES),
+            ("kl_placement", KL_PLACEMENTS),
+            ("kl_controller", KL_CONTROLLERS),
+        ):
+            if getattr(self, name) not in registry:
+                raise ValueError(f"algo.{name}={getattr(self, name)!r} is not one of {tuple(registry.names())}")
         for name, allowed in self.CHOICES.items():
             if getattr(self, name) not in allowed:
                 shown = tuple(a for a in allowed if a is not None)

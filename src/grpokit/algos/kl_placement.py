@@ -12,20 +12,27 @@
 from __future__ import annotations
 
 import inspect
+from typing import Protocol
 
 import torch
 
-from .. import algos
-from ..algos.compose import AlgoConfig
-from ..common.registry import Registry
-from .batch import Batch
+from .algo_config import AlgoConfig
+from .kl import centered_sequence_kl, kl_reward_penalty, sequence_kl
+from .registry import ADVANTAGES, KL_PLACEMENTS
 
-KL_PLACEMENTS = Registry("KL placement")
+
+class KLBatch(Protocol):
+    """What a placement reads of a step's batch (`grpokit.training.batch.Batch` has it)."""
+
+    old_logp: torch.Tensor | None
+    ref_logp: torch.Tensor | None
+    mask: torch.Tensor
+    group_ids: torch.Tensor
 
 
 def takes_token_rewards(advantage: str) -> bool:
     """Whether the advantage estimator accepts per-token rewards (its signature has `token_rewards`)."""
-    return "token_rewards" in inspect.signature(algos.ADVANTAGES.get(advantage)).parameters
+    return "token_rewards" in inspect.signature(ADVANTAGES.get(advantage)).parameters
 
 
 @KL_PLACEMENTS.register("loss")
@@ -35,18 +42,18 @@ class KLPlacement:
     def __init__(self, algo: AlgoConfig) -> None:
         self.algo = algo
 
-    def active(self, b: Batch, beta: float) -> bool:
+    def active(self, b: KLBatch, beta: float) -> bool:
         return b.ref_logp is not None and b.old_logp is not None and beta > 0
 
     def needs_old_logp(self) -> bool:
         """Whether the penalty is computed from pi_old before the update (so a scoring pass must run)."""
         return False
 
-    def rewards(self, b: Batch, rewards: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def rewards(self, b: KLBatch, rewards: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(scalar rewards [N], per-token rewards [N,T] or None) that the advantage estimator sees."""
         return rewards, None
 
-    def advantages(self, b: Batch, adv: torch.Tensor, beta: float) -> torch.Tensor:
+    def advantages(self, b: KLBatch, adv: torch.Tensor, beta: float) -> torch.Tensor:
         return adv
 
 
@@ -58,12 +65,12 @@ class KLInReward(KLPlacement):
     def needs_old_logp(self) -> bool:
         return self.algo.kl_coef > 0
 
-    def rewards(self, b: Batch, rewards: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def rewards(self, b: KLBatch, rewards: torch.Tensor, beta: float) -> tuple[torch.Tensor, torch.Tensor | None]:
         if not self.active(b, beta):
             return rewards, None
         if self.algo.uses_critic or takes_token_rewards(self.algo.advantage):
-            return rewards, algos.kl_reward_penalty(b.old_logp, b.ref_logp, b.mask, beta)
-        return rewards - beta * algos.sequence_kl(b.old_logp, b.ref_logp, b.mask), None
+            return rewards, kl_reward_penalty(b.old_logp, b.ref_logp, b.mask, beta)
+        return rewards - beta * sequence_kl(b.old_logp, b.ref_logp, b.mask), None
 
 
 @KL_PLACEMENTS.register("reward_centered")
@@ -74,10 +81,10 @@ class CenteredKL(KLPlacement):
     def needs_old_logp(self) -> bool:
         return self.algo.kl_coef > 0
 
-    def advantages(self, b: Batch, adv: torch.Tensor, beta: float) -> torch.Tensor:
+    def advantages(self, b: KLBatch, adv: torch.Tensor, beta: float) -> torch.Tensor:
         if not self.active(b, beta):
             return adv
-        return adv - beta * algos.centered_sequence_kl(
+        return adv - beta * centered_sequence_kl(
             b.old_logp, b.ref_logp, b.mask, b.group_ids, **self.algo.kwargs("kl_placement")
         )
 

@@ -12,11 +12,9 @@ import copy
 
 import torch
 
-from ..algos.compose import AlgoConfig
-from ..algos.kl import ema_update_
-from ..common.registry import Registry
-
-REFERENCES = Registry("reference")
+from .algo_config import AlgoConfig
+from .kl import ema_update_
+from .registry import REFERENCES
 
 
 def _frozen_copy(model: torch.nn.Module) -> torch.nn.Module:

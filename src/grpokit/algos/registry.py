@@ -17,7 +17,9 @@ __all__ = [
     "AGGREGATIONS",
     "IS_CORRECTIONS",
     "KL_ESTIMATORS",
+    "KL_PLACEMENTS",
     "POLICY_LOSSES",
+    "REFERENCES",
     "REQUIRED",
     "Param",
     "Registry",
@@ -29,3 +31,5 @@ POLICY_LOSSES = Registry("policy loss", inputs=("generator",))
 AGGREGATIONS = Registry("aggregation mode", inputs=("denominators",))
 KL_ESTIMATORS = Registry("KL estimator")
 IS_CORRECTIONS = Registry("importance-sampling correction")
+REFERENCES = Registry("reference")  # the KL reference policy's strategies (reference.py)
+KL_PLACEMENTS = Registry("KL placement")  # where the KL penalty enters the update (kl_placement.py)

@@ -54,9 +54,9 @@ def _group_size_one(cfg: Any) -> Finding | None:
         return Finding(
             "error",
             "rollout.group_size",
-            "rollout.group_size=1 with algo.dynamic_sampling=true: dynamic sampling keeps only groups whose samples "
-            "disagree, and a group of one never does, so every update would be skipped; use rollout.group_size>=2 "
-            "(DAPO uses 16)",
+            "rollout.group_size=1 with algo.group_filter=dynamic_sampling: dynamic sampling keeps only groups whose "
+            "samples disagree, and a group of one never does, so every update would be skipped; use "
+            "rollout.group_size>=2 (DAPO uses 16)",
         )
     if a.advantage not in ONE_SAMPLE_ADVANTAGES and not a.uses_critic:
         return Finding(
@@ -164,7 +164,7 @@ def _unused_dynamic_sampling(cfg: Any) -> Finding | None:
     if a.dynamic_sampling:
         return None
     names = ("ds_oversample", "ds_shortfall", "filter_metric")
-    if a.gpg_threshold is None:  # GPG resampling bounds its rounds with max_gen_rounds too
+    if a.group_filter != "gpg":  # GPG resampling bounds its rounds with max_gen_rounds too
         names += ("max_gen_rounds",)
     changed = _changed(a, names)
     if not changed:
@@ -173,7 +173,8 @@ def _unused_dynamic_sampling(cfg: Any) -> Finding | None:
     return Finding(
         "warning",
         f"algo.{changed[0]}",
-        f"{shown} has no effect: algo.dynamic_sampling is false; set algo.dynamic_sampling=true, or drop it",
+        f"{shown} has no effect: algo.group_filter is {a.group_filter!r}; set algo.group_filter=dynamic_sampling, "
+        "or drop it",
     )
 
 

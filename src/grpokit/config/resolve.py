@@ -10,7 +10,7 @@ from ..models.value_heads import CRITIC_KINDS
 from ..parallel.sharding import SHARDINGS
 from ..run.trackers import TRACKERS
 from .errors import ConfigError
-from .keys import did_you_mean
+from .keys import deprecation_notes, did_you_mean
 from .sections import Config
 
 VAPO_ALPHA_TIMES_LMAX = 50.0
@@ -63,7 +63,7 @@ def value_checks(cfg: Config) -> list[tuple[str, bool, str]]:
         ("rollout.temperature", r.temperature > 0, "use a positive temperature"),
         ("train.steps", t.steps >= 0, "use 0 or more"),
         ("train.lr", t.lr > 0, "use a positive learning rate"),
-        ("train.epochs", t.epochs >= 1, "use 1 or more"),
+        ("train.ppo_epochs", t.ppo_epochs >= 1, "use 1 or more"),
         ("train.mini_batches", t.mini_batches >= 1, "use 1 or more"),
         ("train.micro_batch_size", t.micro_batch_size >= 1, "use 1 or more"),
         ("train.lr_schedule", t.lr_schedule in LR_SCHEDULES, "use " + " or ".join(LR_SCHEDULES.names())),
@@ -121,11 +121,21 @@ def check_values(cfg: Config) -> None:
         )
 
 
+def _gpg_threshold_alone(cfg: Config) -> None:
+    """algo.gpg_threshold used to switch GPG resampling on by itself: it still does, with a deprecation note."""
+    a = cfg.algo
+    if a.gpg_threshold is not None and a.group_filter == "all":
+        a.group_filter = "gpg"
+        note = "algo.gpg_threshold alone no longer picks the group filter: set algo.group_filter=gpg"
+        cfg.deprecations = [*deprecation_notes(cfg), note]  # type: ignore[attr-defined]
+
+
 def resolve_config(cfg: Config) -> Config:
     """Fill derived values, bind components, validate everything; cross-field findings that are errors raise, the
     rest become `cfg.warnings`."""
     from .checks import run_checks
 
+    _gpg_threshold_alone(cfg)
     fill_derived(cfg)
     bind_components(cfg)
     check_monitor(cfg)
@@ -134,5 +144,5 @@ def resolve_config(cfg: Config) -> Config:
     for f in findings:
         if f.level == "error":
             raise ConfigError(f.message)
-    cfg.warnings = [f.message for f in findings]
+    cfg.warnings = deprecation_notes(cfg) + [f.message for f in findings]
     return cfg

@@ -101,7 +101,8 @@ class TrainConfig:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.99
     max_grad_norm: float = 1.0
-    epochs: int = 1
+    # passes over each step's batch (verl ppo_epochs, TRL num_iterations); the old name train.epochs still works
+    ppo_epochs: int = 1
     mini_batches: int = 1
     micro_batch_size: int = 32
     sharding: str = (

@@ -45,10 +45,10 @@ def _all_zero(run: RunData, keys: tuple[str, ...]) -> bool:
 def clip_static(run: RunData) -> str | None:
     """One optimizer step per batch: the ratio pi/pi_old is exactly 1 at the only step, so nothing can clip."""
     keys = (M.ACTOR_CLIPFRAC_LOW, M.ACTOR_CLIPFRAC_HIGH, M.ACTOR_CLIPFRAC_DUAL, M.ACTOR_CLIPFRAC)
-    epochs, minis = run.cfg("train.epochs"), run.cfg("train.mini_batches")
+    epochs, minis = run.cfg("train.ppo_epochs", run.cfg("train.epochs")), run.cfg("train.mini_batches")
     if epochs == 1 and minis == 1 and (_all_zero(run, keys) or not any(k in r for r in run.rows for k in keys)):
         return (
-            "cannot move: train.epochs=1 and train.mini_batches=1 give one optimizer step per batch, so the "
+            "cannot move: train.ppo_epochs=1 and train.mini_batches=1 give one optimizer step per batch, so the "
             "ratio pi/pi_old is exactly 1 on every token and nothing can clip (clipping acts from the 2nd "
             "mini-batch or epoch on)"
         )
@@ -62,9 +62,19 @@ def kl_static(run: RunData) -> str | None:
     return None
 
 
+def _group_filter(run: RunData) -> str | None:
+    """The run's group filter (a run written before algo.group_filter existed: from algo.dynamic_sampling)."""
+    old = run.cfg("algo.dynamic_sampling")
+    return run.cfg("algo.group_filter", None if old is None else ("dynamic_sampling" if old else "all"))
+
+
+def _filters_groups(run: RunData) -> bool:
+    return _group_filter(run) in ("dynamic_sampling", "gpg")
+
+
 def rounds_static(run: RunData) -> str | None:
-    if run.cfg("algo.dynamic_sampling") is False:
-        return "cannot move: algo.dynamic_sampling=false, so every step generates exactly one round"
+    if _group_filter(run) == "all":
+        return "cannot move: algo.group_filter=all, so every step generates exactly one round"
     return None
 
 
@@ -84,7 +94,7 @@ def grad_clip_ref(run: RunData) -> tuple[float, str] | None:
 
 def rounds_ref(run: RunData) -> tuple[float, str] | None:
     cap = finite(run.cfg("algo.max_gen_rounds"))
-    return (cap, f"cap algo.max_gen_rounds={cap:g}") if cap and run.cfg("algo.dynamic_sampling") else None
+    return (cap, f"cap algo.max_gen_rounds={cap:g}") if cap and _filters_groups(run) else None
 
 
 PANELS: tuple[Panel, ...] = (

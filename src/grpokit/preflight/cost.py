@@ -6,7 +6,7 @@
 - scoring: per sample, times the samples of those rounds;
 - no-grad log-prob passes (pi_old when the update is off-policy or needs it, pi_ref): per sample;
 - the update: one forward+backward of a `train.micro_batch_size` micro-batch, per sample, times the step's
-  samples and `train.epochs`; plus the optimizer step (AdamW, timed on its second call: the first allocates
+  samples and `train.ppo_epochs`; plus the optimizer step (AdamW, timed on its second call: the first allocates
   its state) once per mini-batch and epoch.
 
 Everything runs in the session's device and resolved precision, which the report records with the torch thread
@@ -80,7 +80,7 @@ def time_update(session: Any, out: Any) -> dict[str, float]:
 
 def _forward_passes(cfg: Any) -> int:
     a, tr = cfg.algo, cfg.train
-    on_policy = tr.epochs == 1 and tr.mini_batches == 1
+    on_policy = tr.ppo_epochs == 1 and tr.mini_batches == 1
     need_old = (
         (not on_policy)
         or a.top_entropy_rho is not None
@@ -103,8 +103,8 @@ def step_cost(cfg: Any, t: dict[str, Any], n_sampled: int, zv: float) -> dict[st
         "generate": sum(round_s) / len(round_s) * rounds,
         "score": t["score"] / n_sampled * n_step * rounds,
         "logprob_passes": passes * t["forward"] / n_sampled * n_step,
-        "update": t["fwd_bwd"] / t["fwd_bwd_n"] * n_step * tr.epochs,
-        "optimizer": t["optimizer"] * tr.mini_batches * tr.epochs,
+        "update": t["fwd_bwd"] / t["fwd_bwd_n"] * n_step * tr.ppo_epochs,
+        "optimizer": t["optimizer"] * tr.mini_batches * tr.ppo_epochs,
     }
     return {
         "samples_per_step": n_step,

@@ -9,7 +9,7 @@ from typing import Any
 from ..models import precision_reason
 from .autopilot import write_rows
 from .guard import RunGuard
-from .trainer import Trainer, monitor_context
+from .trainer import StepResult, Trainer, monitor_context
 
 
 def fit(trainer: Trainer, display: Any = None, *, eval_before: bool = True, eval_samples: int = 1) -> dict[str, Any]:
@@ -48,7 +48,8 @@ def _fit(trainer: Trainer, display: Any, *, eval_before: bool, eval_samples: int
             display.message(_accuracy_line(ev, "held-out accuracy before training"))
     guard = RunGuard(trainer)  # divergence and SIGINT/SIGTERM checks of each step (grpokit.training.guard)
     while trainer.step < cfg.train.steps:
-        metrics = trainer.train_step()
+        result = trainer.train_step()
+        metrics = result.metrics
         trainer.step += 1
         metrics.update(guard.health())
         if cfg.train.eval_every > 0 and trainer.step % cfg.train.eval_every == 0 and trainer.step < cfg.train.steps:
@@ -58,7 +59,7 @@ def _fit(trainer: Trainer, display: Any, *, eval_before: bool, eval_samples: int
         # detectors see the row before it is written, so the row carries the alerts active at this step
         new_alerts = trainer.monitor.observe(trainer.step, metrics)
         metrics["alerts/active"] = float(len(trainer.monitor.active()))
-        _log_step(trainer, metrics)
+        _log_step(trainer, result)
         trainer.history.append(metrics)
         if display:
             display.step_done(trainer.step, metrics, trainer.monitor.active())
@@ -98,21 +99,18 @@ def _stop_when_learned(trainer: Trainer, guard: RunGuard, display: Any, summary:
     return True
 
 
-def _log_step(trainer: Trainer, metrics: dict[str, Any]) -> None:
+def _log_step(trainer: Trainer, result: StepResult) -> None:
     """The step's metrics row, its reward failures and a few sampled completions."""
     log = trainer.log
     if log is None:
         return
-    if trainer._reward_failures:
+    if result.reward_failures:
         log.samples(
             trainer.step,
-            [
-                {"reward_failure": f.__dict__ if hasattr(f, "__dict__") else str(f)}
-                for f in trainer._reward_failures[:5]
-            ],
+            [{"reward_failure": f.__dict__ if hasattr(f, "__dict__") else str(f)} for f in result.reward_failures[:5]],
         )
-    log.log(trainer.step, metrics)
-    b = trainer._last_batch
+    log.log(trainer.step, result.metrics)
+    b = result.batch
     k = min(trainer.cfg.train.log_completions, len(b))
     log.samples(
         trainer.step,

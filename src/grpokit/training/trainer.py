@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import types
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,27 +22,29 @@ import torch
 
 from .. import algos
 from .. import metric_names as mn
+from ..algos.kl_placement import make_placement
+from ..algos.reference import make_reference
 from ..algos.schedules import lr_lambda
-from ..config import Config
+from ..config import Config, ConfigError
 from ..models import load_model_and_tokenizer
 from ..monitor.detectors import Monitor
 from ..parallel.distributed import DistInfo, global_metrics, local_prompt_count
 from ..parallel.sharding import make_sharding
+from ..rewards import RewardResult
+from ..rollout import RolloutOutput
 from ..run.writer import RunWriter
 from . import checkpointing as run_state
 from .autopilot import Autopilot, Bounds
 from .batch import Batch
 from .critic import CriticOptimizer, build_critic
 from .evaluation import evaluate
-from .kl_placement import make_placement
 from .phases.advantage import advantage_metrics, prepare, score_pass
-from .phases.filter import STRATEGIES, strategy_name
+from .phases.filter import GROUP_FILTERS
 from .phases.rollout import PromptStream, sample_groups
 from .phases.scoring import merge_round_metrics, score_rollout
 from .phases.signals import step_signals
 from .phases.update import TrainState, run_update
 from .phases.value_pretrain import pretrain_critic
-from .reference import make_reference
 from .session import Session, open_session
 
 
@@ -54,7 +57,7 @@ def monitor_context(cfg: Config) -> dict[str, Any]:
         "policy_loss": a.policy_loss,
         "eps_low": a.eps_low,
         "eps_high": a.eps_high,
-        "epochs": t.epochs,
+        "epochs": t.ppo_epochs,
         "mini_batches": t.mini_batches,
         "is_correction": a.is_correction,
         "entropy_coef": a.entropy_coef,
@@ -73,11 +76,25 @@ def make_kl_controller(algo: Any) -> Any:
     return cls(algo.kl_coef, **extra)
 
 
+@dataclass
+class StepResult:
+    """What one training step produced: its metrics row (global over ranks), the batch it trained on, and the reward
+    failures of every generation round."""
+
+    metrics: dict[str, float]
+    batch: Batch
+    reward_failures: list[Any] = field(default_factory=list)
+
+
 class Trainer:
     """Owns the model(s), optimizers, data stream and run directory of one training run."""
 
     def __init__(self, cfg: Config, run_dir: str | Path, *, session: Session | None = None) -> None:
         self.cfg = cfg
+        try:  # the group filter is chosen by one key; an unknown one stops here, before the model loads
+            GROUP_FILTERS[cfg.algo.group_filter]
+        except KeyError as e:
+            raise ConfigError(f"algo.group_filter: {e.args[0]}") from None
         self.run_dir = Path(run_dir)
         self.session = session or open_session(cfg)
         self.info = DistInfo.detect()
@@ -114,9 +131,6 @@ class Trainer:
                 t.autopilot_max_interventions,
             )
             self.autopilot = Autopilot(self, bounds)
-        self._rounds: list[Any] = []  # every generation round's RewardResult of the current step
-        self._reward_failures: list[Any] = []
-        self._last_batch: Batch | None = None
 
     # ------------------------------------------------------------------------------------------ session views
 
@@ -151,7 +165,7 @@ class Trainer:
 
     @property
     def on_policy(self) -> bool:
-        return self.cfg.train.epochs == 1 and self.cfg.train.mini_batches == 1
+        return self.cfg.train.ppo_epochs == 1 and self.cfg.train.mini_batches == 1
 
     # ------------------------------------------------------------------------------------------------ setup
 
@@ -165,7 +179,7 @@ class Trainer:
             weight_decay=t.weight_decay,
             fused=self.sharding.fused_optimizer,  # one kernel per step: 0.14 s vs 0.44 s for SmolLM2 on 2 cores
         )
-        sched = lr_lambda(t.lr_schedule, t.warmup_steps, t.steps * t.epochs * t.mini_batches)
+        sched = lr_lambda(t.lr_schedule, t.warmup_steps, t.steps * t.ppo_epochs * t.mini_batches)
         return opt, torch.optim.lr_scheduler.LambdaLR(opt, sched)
 
     def _load_critic_trunk(self, path: str) -> torch.nn.Module:
@@ -194,11 +208,14 @@ class Trainer:
 
     # -------------------------------------------------------------------------------------------- phases
 
-    def draw(self, timings: dict[str, float], prompts: int | None = None) -> Batch:
-        """Rollout and scoring: `prompts` (default rollout.prompts_per_step) fresh prompts x G responses."""
-        idx = self.stream.take(self.local_prompts if prompts is None else prompts)
+    def rollout(self, prompts: int, timings: dict[str, float]) -> tuple[RolloutOutput, list[int]]:
+        """Rollout phase: `prompts` fresh prompts from the seeded stream, G responses each."""
+        idx = self.stream.take(prompts)
         self._phase("generate")
-        out = sample_groups(self.engine, self.prompt_tokens, idx, self.sampling_params(), timings)
+        return sample_groups(self.engine, self.prompt_tokens, idx, self.sampling_params(), timings), idx
+
+    def score(self, out: RolloutOutput, idx: list[int], timings: dict[str, float]) -> tuple[Batch, RewardResult]:
+        """Scoring phase: rewards of one round's responses, shaped, as a Batch with fresh group ids."""
         self._phase("score")
         b, res = score_rollout(
             self.rewards,
@@ -212,8 +229,12 @@ class Trainer:
             timings=timings,
             trainer_state=types.SimpleNamespace(global_step=self.step, max_steps=self.cfg.train.steps),
         )
-        self._rounds.append(res)
         self.group_counter += len(idx)
+        return b, res
+
+    def draw(self, timings: dict[str, float], prompts: int | None = None) -> Batch:
+        """Rollout and scoring of one round (value pretraining samples this way)."""
+        b, _ = self.score(*self.rollout(self.local_prompts if prompts is None else prompts, timings), timings)
         return b
 
     def _scorers(self) -> dict[str, Any]:
@@ -239,7 +260,7 @@ class Trainer:
                 out[name] = lambda b, m=model: score_pass(m, b, **common)
         return out
 
-    def prepare(self, b: Batch, timings: dict[str, float]) -> dict[str, float]:
+    def advantages(self, b: Batch, timings: dict[str, float]) -> dict[str, float]:
         """Advantage phase: loss mask, old/ref/init log-probs, values, KL placement, advantages, entropy mask."""
         self._phase("logprobs")
         prepare(
@@ -289,31 +310,41 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------------ one step
 
-    def train_step(self) -> dict[str, float]:
-        cfg, a = self.cfg, self.cfg.algo
+    def train_step(self) -> StepResult:
+        """One step of the algorithm, its phases in order (docs/layout.md follows them file by file)."""
         timings: dict[str, float] = {}
         t_step = time.perf_counter()
-        self._rounds = []
-        b, metrics = STRATEGIES[strategy_name(a)](lambda k: self.draw(timings, k), self.local_prompts, a)
+        # which groups train: algo.group_filter (read each step: the autopilot may switch dynamic sampling on)
+        groups = GROUP_FILTERS[self.cfg.algo.group_filter](self.local_prompts, self.cfg.algo)
+        rounds: list[RewardResult] = []
+        while (n := groups.request()) is not None:  # one round, or more when the filter asks (dynamic sampling)
+            out, idx = self.rollout(n, timings)  # 1. rollout: n prompts x G responses
+            b, res = self.score(out, idx, timings)  # 2. scoring: rewards, shaping
+            rounds.append(res)
+            groups.add(b)  # 3. filter: keep the groups that train
+        b, metrics = groups.result()
         # reward/* describe everything sampled this step (all generation rounds); reward/kept_* the trained batch
-        metrics.update(merge_round_metrics(self._rounds))
-        self._reward_failures = [f for res in self._rounds for f in res.failures]
-        metrics.update(self.prepare(b, timings))
-        metrics.update(self.update(b, timings))
-        self._sync_engine(metrics, timings)
-        logp, ent = self._policy_view(b)
-        metrics.update(
-            step_signals(b, a, max_new_tokens=cfg.rollout.max_new_tokens, policy_logp=logp, policy_entropy=ent)
-        )
-        metrics.update(_timing_metrics(timings, time.perf_counter() - t_step, b))
-        metrics[mn.TRAIN_BATCH_SIZE] = float(len(b))
+        metrics.update(merge_round_metrics(rounds))
+        metrics.update(self.advantages(b, timings))  # 4. old/ref log-probs, values, KL placement, advantages
+        metrics.update(self.update(b, timings))  # 5. update: optimizer steps over epochs x mini-batches
+        self.sync_engine(metrics, timings)
+        metrics.update(self.signals(b, timings, time.perf_counter() - t_step))  # 6. the step's §17 signals
         # one global row on every rank: controllers, detectors and autopilot then act the same everywhere
         metrics = global_metrics(metrics, self.info)
-        self._after_step(metrics, int(metrics[mn.TRAIN_BATCH_SIZE]))
-        self._last_batch = b
-        return metrics
+        self.after_step(metrics, int(metrics[mn.TRAIN_BATCH_SIZE]))
+        return StepResult(metrics, b, [f for res in rounds for f in res.failures])
 
-    def _sync_engine(self, metrics: dict[str, float], timings: dict[str, float]) -> None:
+    def signals(self, b: Batch, timings: dict[str, float], seconds: float) -> dict[str, float]:
+        """Signals phase: every §17 signal of the trained batch, timings and batch size."""
+        logp, ent = self._policy_view(b)
+        m = step_signals(
+            b, self.cfg.algo, max_new_tokens=self.cfg.rollout.max_new_tokens, policy_logp=logp, policy_entropy=ent
+        )
+        m.update(_timing_metrics(timings, seconds, b))
+        m[mn.TRAIN_BATCH_SIZE] = float(len(b))
+        return m
+
+    def sync_engine(self, metrics: dict[str, float], timings: dict[str, float]) -> None:
         """Push the updated weights into the rollout engine (free for in-process engines; vLLM reloads them)."""
         if metrics.get(mn.TRAIN_SKIPPED_UPDATE, 0.0) >= 1.0:
             return
@@ -321,7 +352,7 @@ class Trainer:
         self.engine.sync_weights(self.model)
         timings["weight_sync"] = time.perf_counter() - t0
 
-    def _after_step(self, metrics: dict[str, float], n: int) -> None:
+    def after_step(self, metrics: dict[str, float], n: int) -> None:
         """Controllers and the reference move once per step."""
         if mn.KL_REF_K1 in metrics:
             # n = the batch's sample count, as Ziegler et al. and verl pass it (docs/math.md §2)

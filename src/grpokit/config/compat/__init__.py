@@ -65,7 +65,7 @@ _EXPLAINED: dict[str, tuple[str, str]] = {
     "beta": ("algo.kl_coef", "TRL's beta is the KL coefficient"),
     "epsilon": ("algo.eps_low", "TRL's epsilon is the lower clip"),
     "epsilon_high": ("algo.eps_high", ""),
-    "num_iterations": ("train.epochs", ""),
+    "num_iterations": ("train.ppo_epochs", ""),
     "max_steps": ("train.steps", "grpokit counts rollout batches, TRL optimizer steps"),
     "loss_type": ("algo.loss_agg", "TRL's loss_type is mostly the aggregation"),
     "importance_sampling_level": ("algo.policy_loss", "sequence is algo.policy_loss=gspo"),
@@ -94,7 +94,7 @@ _EXPLAINED: dict[str, tuple[str, str]] = {
     "algorithm.adv_estimator": ("algo.advantage", ""),
     "algorithm.kl_ctrl.kl_coef": ("algo.kl_coef", "with algo.kl_placement=reward"),
     "algorithm.norm_adv_by_std_in_grpo": ("algo.advantage", "false is algo.advantage=dr_grpo"),
-    "algorithm.filter_groups.enable": ("algo.dynamic_sampling", ""),
+    "algorithm.filter_groups.enable": ("algo.group_filter", "true is algo.group_filter=dynamic_sampling"),
 }
 
 

@@ -9,7 +9,7 @@ What differs in meaning, and how it is translated:
   batch is split into `train.mini_batches` = generation batch / (per_device x grad_accum) optimizer steps, each
   of micro-batches of `per_device_train_batch_size` completions. Translated for one process.
 * steps: TRL counts optimizer steps; one grpokit step is a rollout batch trained for `num_iterations` (mu ->
-  `train.epochs`) x `train.mini_batches` optimizer steps, so `max_steps`, `save_steps`, `eval_steps` and
+  `train.ppo_epochs`) x `train.mini_batches` optimizer steps, so `max_steps`, `save_steps`, `eval_steps` and
   `ref_model_sync_steps` are divided by that number. Warm-up and the schedule count optimizer steps in both.
 * `beta` is the KL coefficient of a k3 estimate in the loss against the initial policy (docs/math.md §16):
 `algo.kl_coef`,
@@ -210,7 +210,7 @@ def _batches(cfg: dict[str, Any], data: dict[str, Any], t: Translation) -> int:
     t.set("num_generations", rollout__group_size=g)
     t.set(("per_device_train_batch_size", "gradient_accumulation_steps", *src), train__mini_batches=mini)
     t.set("per_device_train_batch_size", train__micro_batch_size=per_dev)
-    t.set("num_iterations", train__epochs=int(cfg["num_iterations"]))
+    t.set("num_iterations", train__ppo_epochs=int(cfg["num_iterations"]))
     per_step = mini * int(cfg["num_iterations"])
     steps = int(data.get("max_steps", -1) or -1)
     if steps > 0:

@@ -71,7 +71,7 @@ RENAMES: dict[str, tuple[str, Any]] = {
     A + "optim.lr": ("train.lr", float),
     A + "optim.weight_decay": ("train.weight_decay", float),
     A + "grad_clip": ("train.max_grad_norm", float),
-    A + "ppo_epochs": ("train.epochs", int),
+    A + "ppo_epochs": ("train.ppo_epochs", int),
     A + "ppo_micro_batch_size_per_gpu": ("train.micro_batch_size", int),
     A + "entropy_coeff": ("algo.entropy_coef", float),
     A + "optim.warmup_style": ("train.lr_schedule", lambda v: _schedule(v)),
@@ -84,7 +84,7 @@ RENAMES: dict[str, tuple[str, Any]] = {
     "actor_rollout_ref.model.trust_remote_code": ("model.trust_remote_code", bool),
     "algorithm.gamma": ("algo.gamma", float),
     "algorithm.lam": ("algo.lam", float),
-    "algorithm.filter_groups.enable": ("algo.dynamic_sampling", bool),
+    "algorithm.filter_groups.enable": ("algo.group_filter", lambda v: "dynamic_sampling" if v else "all"),
     "algorithm.filter_groups.metric": ("algo.filter_metric", lambda v: "accuracy" if v == "acc" else v),
     "algorithm.filter_groups.max_num_gen_batches": ("algo.max_gen_rounds", int),
     "reward_model.overlong_buffer.enable": ("algo.soft_overlong", bool),
@@ -172,7 +172,7 @@ def translate(data: dict[str, Any], path: str, valid_keys: set[str]) -> Translat
         ignored = any(fnmatch.fnmatch(key, pat) for pat in IGNORED) or value is None
         (t.ignored if ignored else t.unsupported)[key] = value
     t.defaults = {k: v for k, v in t.defaults.items() if k in t.mapped}
-    if t.keys.get("algo.dynamic_sampling"):
+    if t.keys.get("algo.group_filter") == "dynamic_sampling":
         t.recipe = "dapo"
     return t
 

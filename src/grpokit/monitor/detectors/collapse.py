@@ -124,10 +124,10 @@ class AdvantageCollapse(Windowed):
             )
             return fix, []
         fix = (
-            f"DAPO dynamic sampling (algo.dynamic_sampling=true) to drop degenerate groups; a data mix with "
+            f"DAPO dynamic sampling (algo.group_filter=dynamic_sampling) to drop degenerate groups; a data mix with "
             f"{data} (grpokit preflight filters them); a larger group size G" + _unknown_config_note(self.context)
         )
-        return fix, ["algo.dynamic_sampling=true"]
+        return fix, ["algo.group_filter=dynamic_sampling"]
 
     def _push_range(self, step: int, m: dict[str, Any]) -> str | None:
         """Without a zero-variance fraction: 1 for a step whose advantages are all exactly 0 (min = max = 0) or whose

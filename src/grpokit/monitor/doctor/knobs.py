@@ -17,7 +17,7 @@ TRAINER_KNOBS: dict[str, dict[str, str]] = {
         "algo.overlong_filter": "mask_truncated_completions=True",
         "algo.kl_coef": "beta",
         "algo.reference": "sync_ref_model=True (ref_model_mixup_alpha, ref_model_sync_steps)",
-        "algo.dynamic_sampling": "none in GRPOTrainer (raise num_generations, or filter prompts)",
+        "algo.group_filter": "none in GRPOTrainer (raise num_generations, or filter prompts)",
         "algo.loss_agg": "loss_type ('dapo' or 'dr_grpo')",
         "algo.is_correction": "vllm_importance_sampling_correction=True",
         "train.lr": "learning_rate",
@@ -26,7 +26,7 @@ TRAINER_KNOBS: dict[str, dict[str, str]] = {
     "verl": {
         "algo.eps_high": "actor_rollout_ref.actor.clip_ratio_high",
         "algo.entropy_coef": "actor_rollout_ref.actor.entropy_coeff",
-        "algo.dynamic_sampling": "algorithm.filter_groups.enable=True (DAPO recipe)",
+        "algo.group_filter": "algorithm.filter_groups.enable=True (DAPO recipe)",
         "algo.soft_overlong": "reward_model.overlong_buffer.enable=True (DAPO recipe)",
         "algo.kl_controller": "algorithm.kl_ctrl.type=adaptive",
         "algo.kl_coef": "actor_rollout_ref.actor.kl_loss_coef (or algorithm.kl_ctrl.kl_coef)",
@@ -40,7 +40,7 @@ TRAINER_KNOBS: dict[str, dict[str, str]] = {
     "openrlhf": {
         "algo.eps_high": "--actor.eps_clip_low_high LOW HIGH (before 2026-04: --eps_clip_low_high)",
         "algo.entropy_coef": "--actor.entropy_coef (before 2026-04: --entropy_loss_coef)",
-        "algo.dynamic_sampling": "--algo.dynamic_filtering_enable with --algo.dynamic_filtering_range "
+        "algo.group_filter": "--algo.dynamic_filtering_enable with --algo.dynamic_filtering_range "
         "(before 2026-04: --dynamic_filtering)",
         "algo.soft_overlong": "--reward.overlong_buffer_len with --reward.overlong_penalty_factor "
         "(before 2026-04: --overlong_buffer_len)",

@@ -31,11 +31,13 @@ def grpokit_context(cfg: dict[str, Any]) -> dict[str, Any]:
     t = cfg.get("train") if isinstance(cfg.get("train"), dict) else {}
     r = cfg.get("rollout") if isinstance(cfg.get("rollout"), dict) else {}
     ctx = {
-        "dynamic_sampling": a.get("dynamic_sampling"),
+        "dynamic_sampling": a.get("group_filter") == "dynamic_sampling"
+        if "group_filter" in a
+        else a.get("dynamic_sampling"),
         "policy_loss": a.get("policy_loss"),
         "eps_low": a.get("eps_low"),
         "eps_high": a.get("eps_high"),
-        "epochs": t.get("epochs", 1),
+        "epochs": t.get("ppo_epochs", t.get("epochs", 1)),
         "mini_batches": t.get("mini_batches", 1),
         "is_correction": a.get("is_correction"),
         "entropy_coef": a.get("entropy_coef"),

@@ -13,9 +13,9 @@ import torch
 from ... import algos
 from ... import metric_names as mn
 from ...algos.compose import AlgoConfig, compute_advantages
+from ...algos.kl_placement import KLPlacement
 from ...models.forward import completion_forward
 from ..batch import Batch
-from ..kl_placement import KLPlacement
 
 Autocast = Callable[[], contextlib.AbstractContextManager]
 

@@ -18,12 +18,12 @@ from ... import algos
 from ... import metric_names as mn
 from ...algos.aggregate import Denominators
 from ...algos.compose import AlgoConfig, LossInputs, compute_loss, loss_denominators
+from ...algos.reference import Reference
 from ...models.forward import completion_forward
 from ...parallel.distributed import DistInfo, all_gather_objects, all_reduce_grads, all_reduce_sum, any_rank
 from ...parallel.sharding import Sharding
 from ..batch import Batch
 from ..critic import Critic, CriticOptimizer
-from ..reference import Reference
 from .advantage import micro_batches
 
 
@@ -120,9 +120,9 @@ def run_update(
     positive = (b.accuracy >= 0.5) & b.valid if state.algo.nll_coef > 0 else None
     outputs, per_step = OnPolicyOutputs(), []
     clock = {"forward": 0.0, "backward": 0.0, "optimizer": 0.0}
-    n_opt = cfg.epochs * cfg.mini_batches
+    n_opt = cfg.ppo_epochs * cfg.mini_batches
     _phase(state, "update", 0, n_opt)
-    for _ in range(cfg.epochs):
+    for _ in range(cfg.ppo_epochs):
         perm = torch.randperm(len(b), generator=gen) if cfg.mini_batches > 1 else torch.arange(len(b))
         for mb in torch.tensor_split(perm, cfg.mini_batches):
             if mb.numel() == 0:

@@ -26,9 +26,8 @@ def pretrain_critic(trainer: Any) -> list[dict[str, float]]:
     history: list[float] = []
     while not pretraining_done(history, cc):
         timings: dict[str, float] = {}
-        trainer._rounds = []
         b = trainer.draw(timings)
-        trainer.prepare(b, timings)
+        trainer.advantages(b, timings)
         # one value on every rank (torchrun), so every rank stops pretraining at the same batch
         ev = algos.explained_variance(b.returns, b.values, b.mask)
         history.append(global_metrics({"ev": ev}, trainer.info)["ev"])
