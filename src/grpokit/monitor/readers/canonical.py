@@ -12,6 +12,7 @@ from typing import Any
 
 from ... import metric_names as mn
 from .names import _TRL_TB_PREFIXES, CANONICAL, OPENRLHF_NAMES, TRL_NAMES, VERL_NAMES, VERL_PATTERNS
+from .names_more import AREAL_NAMES, ROLL_NAMES, ROLL_PATTERNS
 from .values import NAN
 
 
@@ -19,7 +20,7 @@ from .values import NAN
 class RunLog:
     """A training log in canonical form."""
 
-    source: str  # "grpokit" | "trl" | "trl-console" | "verl" | "openrlhf-console" | "tensorboard" | "wandb"
+    source: str  # "grpokit" | "trl" | "trl-console" | "verl" | "openrlhf-console" | "tensorboard" | "wandb" | ...
     rows: list[dict[str, float]]  # one per step, sorted by step; each has "step" and every name in `available`
     available: set[str]  # canonical names recorded at least once
     raw_names: set[str]  # the source's own metric names seen
@@ -94,6 +95,8 @@ _TRL_TB_MAPPER = _prefixed_mapper(_TRL_MAPPER, _TRL_TB_PREFIXES)
 _VERL_MAPPER = _table_mapper(VERL_NAMES, VERL_PATTERNS)
 _OPENRLHF_CONSOLE_MAPPER = _table_mapper(OPENRLHF_NAMES)
 _OPENRLHF_MAPPER = _prefixed_mapper(_OPENRLHF_CONSOLE_MAPPER, (("train/", ""), ("eval/", "eval_")))
+_ROLL_MAPPER = _table_mapper(ROLL_NAMES, ROLL_PATTERNS)
+_AREAL_MAPPER = _table_mapper(AREAL_NAMES)
 
 
 def _grpokit_score(names: Iterable[str]) -> int:
@@ -107,6 +110,9 @@ FLAVORS: dict[str, tuple[Mapper, Callable[[Iterable[str]], int]]] = {
     "trl": (_TRL_TB_MAPPER, lambda ns: len(_TRL_TB_MAPPER(ns))),
     "verl": (_VERL_MAPPER, lambda ns: len(_VERL_MAPPER(ns))),
     "openrlhf": (_OPENRLHF_MAPPER, lambda ns: len(_OPENRLHF_MAPPER(ns))),
+    # ROLL's and AReaL's W&B / TensorBoard keys are the names of their consoles (`names_more`)
+    "roll": (_ROLL_MAPPER, lambda ns: len(_ROLL_MAPPER(ns))),
+    "areal": (_AREAL_MAPPER, lambda ns: len(_AREAL_MAPPER(ns))),
 }
 
 

@@ -7,8 +7,10 @@ from pathlib import Path
 
 from .canonical import Reader, RunLog, Segment, _canonicalise
 from .console import ConsoleReader, _console_kind, _read_text
+from .console_areal import ArealReader
 from .console_nemo import NemoRLReader
 from .console_prime import PrimeRLReader
+from .console_roll import RollReader
 from .console_skyrl import SkyRLReader
 from .console_slime import SlimeReader
 from .grpokit_run import GrpokitReader
@@ -18,7 +20,7 @@ from .trl_state import TrlReader
 from .wandb_export import WandbReader
 
 #: The readers, in detection order (a grpokit run directory also holds TensorBoard events; a TRL output
-#: directory too: the richer, native log wins). The consoles of SkyRL, NeMo-RL, prime-rl and slime are each
+#: directory too: the richer, native log wins). The consoles of SkyRL, NeMo-RL, prime-rl, slime, ROLL and AReaL are each
 #: recognised by their own lines before the generic console reader is asked.
 READERS: dict[str, Reader] = {
     r.name: r
@@ -31,6 +33,8 @@ READERS: dict[str, Reader] = {
         NemoRLReader(),
         PrimeRLReader(),
         SlimeReader(),
+        RollReader(),
+        ArealReader(),
         ConsoleReader(),
         TensorBoardReader(),
     )
@@ -42,8 +46,9 @@ SUPPORTED = (
     "a console log of TRL/transformers (per-step dicts), verl (lines 'step:N - key:value - ...') or OpenRLHF "
     "('Global step N: {...}' lines or its progress bars), SkyRL (loguru lines of skyrl_train.trainer), NeMo-RL "
     "('===== Step N/M =====' banners and 'Training Results' bullets), prime-rl ('Step N | ... | Loss x | Entropy y' "
-    "or '... | Reward x | ...'; a run directory's logs/trainer.log and logs/orchestrator.log are one run) or slime "
-    "('step N: {...}' dicts of train/ keys); verl JSONL metrics file; W&B history export (CSV or JSON); "
+    "or '... | Reward x | ...'; a run directory's logs/trainer.log and logs/orchestrator.log are one run), slime "
+    "('step N: {...}' dicts of train/ keys), ROLL ('metrics_tag: {\"step\": N, \"metrics\": {...}}' lines) or AReaL "
+    "('Train step N/M done.' and its stats table); verl JSONL metrics file; W&B history export (CSV or JSON); "
     "TensorBoard event file or directory (events.out.tfevents.*); or a folder holding any of these"
 )
 

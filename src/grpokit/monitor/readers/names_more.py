@@ -1,4 +1,5 @@
-"""Mapping tables of the trainers read from their printed output only: SkyRL, NeMo-RL, prime-rl and slime.
+"""Mapping tables of SkyRL, NeMo-RL, prime-rl and slime (read from their printed output), and of ROLL and AReaL
+(their printed output, W&B exports and TensorBoard events).
 
 Like `names`, each table maps a source metric only to the canonical name whose definition it matches, and says
 where the match is approximate; a name left out is left out on purpose (the comment says why when it is one a
@@ -7,6 +8,8 @@ named below.
 """
 
 from __future__ import annotations
+
+import re
 
 from ... import metric_names as mn
 
@@ -159,6 +162,91 @@ SLIME_NAMES: dict[str, tuple[str, ...]] = {
 #: slime run with --calculate-per-token-loss (its printed arguments say so): the loss metrics are token means.
 SLIME_PER_TOKEN_NAMES: dict[str, tuple[str, ...]] = {**SLIME_NAMES, "train/entropy_loss": (mn.ENTROPY_TOKEN_MEAN,)}
 
+#: ROLL (alibaba/ROLL@8eb27cc, RLVR pipeline `roll/pipeline/rlvr/rlvr_pipeline.py`). Every tracker gets the step's
+#: metrics with their reduction tag stripped (`actor/pg_loss@sum` -> `actor/pg_loss`, `roll/utils/tracking.py:15-52`);
+#: the `stdout` tracker prints them as `metrics_tag: {"step": N, "metrics": {...}}` (`tracking.py:161`). Batch
+#: metrics come from `roll/utils/metrics/metrics_manager.py` (`add_token_metrics`, `add_values_metrics`,
+#: `add_group_metrics`, each also repeated per data domain as `<domain>/<key>`), the actor's from
+#: `roll/pipeline/rlvr/actor_worker.py:124-166` and `roll/pipeline/base_worker.py:110`. The actor's `@sum` metrics
+#: are summed over the micro-batches of the step, each normalised by the tokens of the global batch: the token mean
+#: when a step makes one optimizer step, k times it with k (ppo_epochs x mini-batches), as NeMo-RL's.
+ROLL_NAMES: dict[str, tuple[str, ...]] = {
+    # `scores`: each response's score from the reward worker, before the token-level KL penalty and reward shaping
+    "critic/score/mean": (mn.REWARD_MEAN,),
+    "critic/score/min": (mn.REWARD_MIN,),
+    "critic/score/max": (mn.REWARD_MAX,),
+    # share of responses whose score is exactly 1 (`max_score`): the accuracy of ROLL's rule-based verifiers
+    "critic/correct/mean": (mn.REWARD_ACCURACY,),
+    # agg_loss(old policy's token entropy, response mask, "token-mean") (`rlvr_pipeline.py:650-655`)
+    "critic/entropy/mean": (mn.ENTROPY_TOKEN_MEAN,),
+    "critic/advantages/max": (mn.ADV_MAX,),
+    "critic/advantages/min": (mn.ADV_MIN,),
+    # response tokens per sample
+    "token/response_length/mean": (mn.LENGTH_MEAN,),
+    "token/response_length/min": (mn.LENGTH_MIN,),
+    "token/response_length/max": (mn.LENGTH_MAX,),
+    # mean length of responses scored 1 / 0; approximate: responses cut at the length limit are left out of both
+    "token/right_response_length/mean": (mn.LENGTH_CORRECT_MEAN,),
+    "token/error_response_length/mean": (mn.LENGTH_INCORRECT_MEAN,),
+    # groups (the n samples of one prompt) all scored 1 / all scored 0, over all groups
+    "group/all_correct_groups_ratio": (mn.ZV_ALL_CORRECT,),
+    "group/all_incorrect_groups_ratio": (mn.ZV_ALL_WRONG,),
+    # -min(surr1, surr2) aggregated by loss_agg_mode (without the sample weights); the KL-loss term (vs the
+    # reference, --kl_penalty estimator) and their weighted sum minus the entropy bonus
+    "actor/pg_loss": (mn.ACTOR_PG_LOSS,),
+    "actor/kl_loss": (mn.ACTOR_KL_LOSS,),
+    "actor/total_loss": (mn.ACTOR_LOSS,),
+    # torch.lt(surr2, surr1): the clipped surrogate taken, on either side (the union)
+    "actor/clipfrac": (mn.ACTOR_CLIPFRAC,),
+    "actor/lr": (mn.TRAIN_LR,),
+    # `{worker name}/grad_norm` from the FSDP2 / Megatron strategies, before clipping; the actor is `actor_train`
+    "actor_train/grad_norm": (mn.TRAIN_GRAD_NORM,),
+    # validation: share of samples scored 1 over every validation domain
+    "val_correct/all/mean": (mn.EVAL_ACCURACY,),
+}
+# Left out: `token/total_response_length/clip` (a count of responses at the length limit, not a share: the batch
+# size is another metric), `actor/ppo_ratio_high_clipfrac` / `_low_clipfrac` (ratio outside the range whatever the
+# advantage's sign, not grpokit's one-sided clip fractions), `actor/approxkl` (0.5 (new - old)^2) and
+# `actor/policykl` (new - old: the opposite sign of grpokit's old - new), `critic/rewards/*` (after the KL penalty).
+
+#: ROLL names with a variable part: the in-reward KL to the reference, `compute_token_reward`'s `critic/kl`, is only
+#: logged per data domain (`<domain>/critic/kl`, `roll/utils/functionals.py:615-635`; `kl_penalty` "kl", i.e. k1,
+#: by default); with several domains it is left unmapped rather than averaged.
+ROLL_PATTERNS: list[tuple[re.Pattern[str], str]] = [(re.compile(r"^[^/]+/critic/kl$"), mn.KL_REF_K1)]
+
+#: AReaL (inclusionAI/AReaL@4aef98d). `StatsLogger.commit` (`areal/utils/stats_logger.py:135-159`) sends the step's
+#: `stats_tracker` export to W&B / SwanLab / TensorBoard under these keys and prints it on the console as a table
+#: (`tabulate_stats`: `│ key │ value │` cells, 4 pairs a row, values `.4e`) after "Train step N/M done.". Token
+#: statistics are means over the step's valid (loss) tokens, `/avg|/min|/max` of `stat()`; the actor's are recorded
+#: under scopes `ppo_actor` and `ppo_actor/update` (`areal/trainer/ppo/actor.py:252-366`, `:515-575`).
+AREAL_NAMES: dict[str, tuple[str, ...]] = {
+    # the reward of each trained sequence (`data["rewards"]`), per sequence
+    "ppo_actor/task_reward/avg": (mn.REWARD_MEAN,),
+    "ppo_actor/task_reward/min": (mn.REWARD_MIN,),
+    "ppo_actor/task_reward/max": (mn.REWARD_MAX,),
+    # the rollout workflows' own mean reward (`areal/workflow/rlvr.py:135`), when the actor's is absent
+    "rollout/reward": (mn.REWARD_MEAN,),
+    "ppo_actor/advantages/min": (mn.ADV_MIN,),
+    "ppo_actor/advantages/max": (mn.ADV_MAX,),
+    # token entropy of the policy over the loss tokens
+    "ppo_actor/update/entropy/avg": (mn.ENTROPY_TOKEN_MEAN,),
+    # pg_loss1 < pg_loss2: the clipped surrogate taken, either side (the union); and the dual clip
+    "ppo_actor/update/clip_ratio/avg": (mn.ACTOR_CLIPFRAC,),
+    "ppo_actor/update/dual_clip_ratio/avg": (mn.ACTOR_CLIPFRAC_DUAL,),
+    # the PPO loss per token (AReaL puts the KL to the reference in the reward, not in the loss)
+    "ppo_actor/update/actor_loss/avg": (mn.ACTOR_PG_LOSS,),
+    # the engine's optimizer step: norm before clipping, learning rate (averaged over the step's mini-batches)
+    "ppo_actor/update/grad_norm": (mn.TRAIN_GRAD_NORM,),
+    "ppo_actor/update/lr": (mn.TRAIN_LR,),
+    # share of sequences as long as the padded batch (no EOS: cut at the limit); approximate, the longest sequence of
+    # a batch padded to its own length counts even when it ended
+    "ppo_actor/no_eos_ratios/avg": (mn.LENGTH_TRUNCATION_RATE,),
+}
+# Left out: `ppo_actor/seq_len/*`, `correct_seq_len`, `incorrect_seq_len` (prompt included), `ppo_actor/update/
+# approx_kl` (new - old, the opposite sign of grpokit's), `behave_approx_kl` (proximal - behaviour: the opposite sign
+# of grpokit's mismatch k1), `ppo_actor/kl_rewards` (-coefficient x KL per token), `eval-rollout/reward` (a mean
+# reward, an accuracy only for 0/1 rewards), `update_successful` (1 when the step updated: its complement is a skip).
+
 #: Every table of this module (for the mapping tests).
 TABLES: dict[str, dict[str, tuple[str, ...]]] = {
     "skyrl": SKYRL_NAMES,
@@ -166,4 +254,6 @@ TABLES: dict[str, dict[str, tuple[str, ...]]] = {
     "prime-rl": PRIME_RL_NAMES,
     "slime": SLIME_NAMES,
     "slime --calculate-per-token-loss": SLIME_PER_TOKEN_NAMES,
+    "roll": ROLL_NAMES,
+    "areal": AREAL_NAMES,
 }

@@ -13,6 +13,7 @@ from .canonical import (
     _TRL_MAPPER,
     _TRL_TB_MAPPER,
     _VERL_MAPPER,
+    FLAVORS,
     RawRows,
     Reader,
     Segment,
@@ -99,7 +100,9 @@ class WandbReader(Reader):
         runs = _wandb_records_to_runs(self._records(files[0]) or [])
         out = []
         for run, rows in runs.items():
-            flavor, _ = _best_flavor({k for r in rows.values() for k in r}, ("grpokit", "trl", "verl", "openrlhf"))
+            flavor, _ = _best_flavor(
+                {k for r in rows.values() for k in r}, ("grpokit", "trl", "verl", "openrlhf", "roll", "areal")
+            )
             if flavor == "trl":
                 rows = _ordered(rows, [pre + n for pre, _ in _TRL_TB_PREFIXES for n in TRL_NAMES] + list(TRL_NAMES))
                 mapper = _table_or_prefixed(_TRL_MAPPER, _TRL_TB_MAPPER)
@@ -107,6 +110,8 @@ class WandbReader(Reader):
                 rows, mapper = _ordered(rows, list(VERL_NAMES)), _VERL_MAPPER
             elif flavor == "openrlhf":
                 mapper = _OPENRLHF_MAPPER
+            elif flavor in ("roll", "areal"):
+                mapper = FLAVORS[flavor][0]
             else:
                 mapper = _identity_mapper
             out.append(Segment(rows, mapper, flavor, run if len(runs) > 1 else ""))
