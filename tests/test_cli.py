@@ -84,3 +84,19 @@ def test_missing_model_path_is_clear(tmp_path: Path) -> None:
     out = grpokit("train", "--model", str(tmp_path / "nope"), "--out", str(tmp_path), "--steps", "1")
     assert out.returncode != 0
     assert "nope" in out.stderr and "local Hugging Face model directory" in out.stderr
+
+
+def test_train_help_explains_every_field_of_the_health_line() -> None:
+    """Each label the health line prints (cli/console.py) is explained in `grpokit train --help`."""
+    from grpokit.cli.console import health_line
+    from grpokit.data.registry import TASKS
+
+    out = subprocess.run(
+        [sys.executable, "-m", "grpokit", "train", "--help"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    labels = [part.split(" ")[0] for part in health_line(1, 2, {"kl_ref/k3": 0.0, "sampling/rounds": 2.0}).split(" | ")]
+    assert labels[:-1] == ["step", "reward", "acc", "H", "zv", "kl", "clip", "len", "rounds"]
+    assert labels[-1].endswith("s")  # the step's seconds
+    for label in ["step s/N", "reward", "acc", "H", "zv", "(acc ✓ a ✗ b)", "kl", "clip lo/hi", "len", "rounds", "Ns"]:
+        assert f"\n  {label} " in out, label
+    assert all(name in out for name in TASKS.primary())  # --task lists the registered tasks

@@ -7,7 +7,26 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..data.registry import TASKS
+from ..models.embedded import EMBEDDED_MODELS
+
 Parser = argparse.ArgumentParser
+
+HEALTH_LINE = """\
+each step prints one health line (docs/diagnosis.md, "The health line"):
+  step s/N          steps done of train.steps
+  reward            mean reward of the step's samples (reward/mean)
+  acc               share of samples the correctness reward passes (reward/accuracy)
+  H                 mean token entropy of the policy on its own samples, nats (entropy/token_mean)
+  zv                share of groups whose samples all got the same reward: no gradient (zv/frac)
+  (acc ✓ a ✗ b)     of all groups: share all-correct (✓) and all-wrong (✗)
+  kl                KL to the reference, k3 estimator (kl_ref/k3), when the recipe has a reference
+  clip lo/hi        share of tokens clipped below 1 - eps_low / above 1 + eps_high
+  len               mean response length, tokens
+  rounds            generation rounds of the step, when dynamic sampling drew more than one
+  Ns                seconds the step took
+  ⚠ mode, ...       the failure modes active now (the alert itself is printed when it starts, with its fix)
+"""
 
 
 def recipes(sub: Any) -> Parser:
@@ -22,15 +41,22 @@ def methods(sub: Any) -> Parser:
 
 
 def train(sub: Any) -> Parser:
-    t = sub.add_parser("train", help="train a model with a recipe")
+    t = sub.add_parser(
+        "train",
+        help="train a model with a recipe",
+        epilog=HEALTH_LINE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     t.add_argument("--recipe", default="grpo", help="recipe name (grpokit recipes) or a YAML path")
     t.add_argument(
         "--task",
         default=None,
-        help="built-in task (add1, add2, mul1, countdown, code1), a data file or directory, or a datasets name",
+        help=f"built-in task ({', '.join(TASKS.primary())}), a data file or directory, or a datasets name",
     )
     t.add_argument(
-        "--model", default=None, help="smollm2-135m-instruct (default), tiny, or a from_pretrained name or directory"
+        "--model",
+        default=None,
+        help=f"{', '.join(EMBEDDED_MODELS)} (embedded; default), tiny, or a from_pretrained name or directory",
     )
     t.add_argument("--steps", type=int, default=None)
     t.add_argument("--out", default=None, help="parent directory of run directories (default runs/)")
