@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from tiny_runs import COLLAPSING, LEARNING, tiny_run
 
-from grpokit.monitor.compare import PANELS, make_compare
-from grpokit.monitor.compare_table import final_table
+from grpokit.monitor.compare.page import PANELS, make_compare
+from grpokit.monitor.compare.table import final_table
 from grpokit.monitor.rundata import load_run, x_positions
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"

@@ -13,8 +13,8 @@ from tiny_runs import COLLAPSING, LEARNING, tiny_run
 
 from grpokit.config import build_config
 from grpokit.monitor.report import make_report, pick_completions
-from grpokit.monitor.report_panels import clip_static, kl_static, rounds_static
-from grpokit.monitor.report_summary import duration, summary_fields
+from grpokit.monitor.report.panels import clip_static, kl_static, rounds_static
+from grpokit.monitor.report.summary import duration, summary_fields
 from grpokit.monitor.rundata import load_run
 from grpokit.training import Trainer, fit
 

@@ -349,7 +349,7 @@ UNORDERED = {
 }
 
 
-def _ordered(make):
+def ordered(make):
     return lambda c, e: make([float(len(x)) if x != "-" else None for x in c])
 
 
@@ -369,7 +369,7 @@ def test_only_ordered_sequences_of_numbers_or_none_are_rewards(isolation: str) -
         )
     nan_for_none = lambda v: np.array([np.nan if x is None else x for x in v])  # noqa: E731
     for make in (list, tuple, nan_for_none):
-        with RewardManager([(_ordered(make), 1.0), ("format", 0.0)], isolation=isolation, max_fail_frac=1.0) as m:
+        with RewardManager([(ordered(make), 1.0), ("format", 0.0)], isolation=isolation, max_fail_frac=1.0) as m:
             result = m.score(["ab", "-", "abc"], [_ex("1")] * 3)
         assert result.rewards[0] == 2.0 and result.rewards[2] == 3.0, make
 

@@ -36,7 +36,7 @@ def _to_int(value: Any, key: str) -> int:
     return int(f)
 
 
-def _to_float(value: Any, key: str) -> float:
+def to_float(value: Any, key: str) -> float:
     if isinstance(value, bool):
         raise ConfigError(f"{key}={value!r} must be a number")
     try:
@@ -56,7 +56,7 @@ def _to_str(value: Any, key: str) -> str:
     return str(value)
 
 
-SCALARS: dict[Any, Callable[[Any, str], Any]] = {bool: _to_bool, int: _to_int, float: _to_float, str: _to_str}
+SCALARS: dict[Any, Callable[[Any, str], Any]] = {bool: _to_bool, int: _to_int, float: to_float, str: _to_str}
 
 
 def _union(value: Any, args: tuple[Any, ...], key: str, choices: tuple[Any, ...]) -> Any:

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import metric_names as M
-from .compare_table import TAIL, final_table
-from .compare_tb import write_tensorboard
-from .html_page import esc, inline_png, page, table
-from .outputs import prepare_output
-from .plotting import Marker, finish, grey_out, mark_alerts, new_figure, plot_line, pyplot
-from .report_panels import clip_static, kl_static
-from .rundata import X_AXES, RunData, load_runs, x_positions
+from ... import metric_names as M
+from ..outputs import prepare_output
+from ..report.html import esc, inline_png, page, table
+from ..report.panels import clip_static, kl_static
+from ..report.plotting import Marker, finish, grey_out, mark_alerts, new_figure, plot_line, pyplot
+from ..rundata import X_AXES, RunData, load_runs, x_positions
+from .table import TAIL, final_table
+from .tensorboard import write_tensorboard
 
 RUN_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 RUN_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
@@ -94,7 +94,7 @@ def _style_legend(ax: Any, panel: ComparePanel, runs: list[RunData], tags: list[
     """Legend: one entry per run (its colour), one per line style (its signal), then the alert markers."""
     from matplotlib.lines import Line2D
 
-    from .plotting import LINE_STYLES
+    from ..report.plotting import LINE_STYLES
 
     handles = [
         Line2D([], [], color=RUN_COLOURS[n % 8], lw=max(0.8, 2.6 - 0.6 * n), marker=RUN_MARKERS[n % 8], ms=4)

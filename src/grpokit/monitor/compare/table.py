@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import metric_names as M
-from .rundata import RunData, finite
+from ... import metric_names as M
+from ..rundata import RunData, finite
 
 TAIL = 5
 
@@ -32,7 +32,7 @@ def _last(key: str) -> Callable[[RunData], float | None]:
     return value
 
 
-def _first(key: str) -> Callable[[RunData], float | None]:
+def first_logged(key: str) -> Callable[[RunData], float | None]:
     def value(run: RunData) -> float | None:
         vals = [v for r in run.rows if (v := finite(r.get(key))) is not None]
         return vals[0] if vals else None
@@ -62,7 +62,7 @@ class Figure:
 
 
 FIGURES: tuple[Figure, ...] = (
-    Figure("held-out accuracy, first evaluation", _first(M.EVAL_ACCURACY), "{:.1%}"),
+    Figure("held-out accuracy, first evaluation", first_logged(M.EVAL_ACCURACY), "{:.1%}"),
     Figure("held-out accuracy, last evaluation", _last(M.EVAL_ACCURACY), "{:.1%}"),
     Figure(f"reward (mean of last {TAIL} steps)", _tail_mean(M.REWARD_MEAN)),
     Figure(f"train accuracy (last {TAIL} steps)", _tail_mean(M.REWARD_ACCURACY), "{:.1%}"),

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .rundata import X_AXES, RunData, finite, x_positions
+from ..rundata import X_AXES, RunData, finite, x_positions
 
 START = 1_000_000_000.0  # a fixed event epoch: runs start at the same wall time, RELATIVE = cumulative seconds
 

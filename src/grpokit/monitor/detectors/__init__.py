@@ -27,15 +27,15 @@ Modules: `base` (Alert, Detector, Windowed, the registry), `rows` (reading rows,
 from __future__ import annotations
 
 from .base import DETECTORS, SEVERITY_RANK, Alert, Detector, Windowed, register
-from .context import _on_policy as _on_policy
-from .context import _unknown_config_note as _unknown_config_note
+from .context import on_policy_run as on_policy_run
+from .context import unknown_config_note as unknown_config_note
+from .rows import RewardRange as RewardRange
 from .rows import StepWindow, accuracy_now
-from .rows import _finite as _finite
-from .rows import _first as _first
-from .rows import _num as _num
-from .rows import _r as _r
-from .rows import _RewardRange as _RewardRange
-from .rows import _slope as _slope
+from .rows import finite_at as finite_at
+from .rows import first_logged as first_logged
+from .rows import number_at as number_at
+from .rows import rounded as rounded
+from .rows import slope as slope
 from .runner import Monitor, rank
 
 # the order of these imports is the order detectors register in, run in and report in

@@ -8,7 +8,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .rows import StepWindow, _first
+from .rows import StepWindow, first_logged
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 
@@ -153,7 +153,7 @@ class Windowed(Detector):
         self.values = StepWindow(self.window)
 
     def push(self, step: int, m: dict[str, Any]) -> str | None:
-        key, v = _first(m, self.keys)
+        key, v = first_logged(m, self.keys)
         if key is not None:
             self.values.add(step, v)
         return key

@@ -9,8 +9,8 @@ from typing import Any
 
 from ... import metric_names as mn
 from .base import Alert, Detector, Windowed, register
-from .context import _on_policy, _unknown_config_note
-from .rows import StepWindow, _finite, _num, _RewardRange, accuracy_now
+from .context import on_policy_run, unknown_config_note
+from .rows import RewardRange, StepWindow, accuracy_now, finite_at, number_at
 
 
 @register
@@ -60,7 +60,7 @@ class AdvantageCollapse(Windowed):
         if key is None:
             return self.active, None
         self._remember()
-        self.split.add(step, (_finite(m, mn.ZV_ALL_CORRECT), _finite(m, mn.ZV_ALL_WRONG)))
+        self.split.add(step, (finite_at(m, mn.ZV_ALL_CORRECT), finite_at(m, mn.ZV_ALL_WRONG)))
         if not self.full() or not self.mean() >= self.threshold:
             return False, None
         zv = self.mean()
@@ -125,7 +125,7 @@ class AdvantageCollapse(Windowed):
             return fix, []
         fix = (
             f"DAPO dynamic sampling (algo.group_filter=dynamic_sampling) to drop degenerate groups; a data mix with "
-            f"{data} (grpokit preflight filters them); a larger group size G" + _unknown_config_note(self.context)
+            f"{data} (grpokit preflight filters them); a larger group size G" + unknown_config_note(self.context)
         )
         return fix, ["algo.group_filter=dynamic_sampling"]
 
@@ -133,11 +133,11 @@ class AdvantageCollapse(Windowed):
         """Without a zero-variance fraction: 1 for a step whose advantages are all exactly 0 (min = max = 0) or whose
         rewards are all equal (min = max), else 0 — a lower bound of the zero-variance fraction (a step with some
         varied groups says nothing of the others), so the rule can only under-report."""
-        lo, hi = _finite(m, mn.ADV_MIN), _finite(m, mn.ADV_MAX)
+        lo, hi = finite_at(m, mn.ADV_MIN), finite_at(m, mn.ADV_MAX)
         if math.isfinite(lo) and math.isfinite(hi):
             self.values.add(step, 1.0 if abs(lo) < 1e-8 and abs(hi) < 1e-8 else 0.0)
             return RANGE_SIGNAL
-        lo, hi = _finite(m, mn.REWARD_MIN), _finite(m, mn.REWARD_MAX)
+        lo, hi = finite_at(m, mn.REWARD_MIN), finite_at(m, mn.REWARD_MAX)
         if math.isfinite(lo) and math.isfinite(hi):
             self.values.add(step, 1.0 if hi - lo < 1e-8 else 0.0)
             return RANGE_SIGNAL
@@ -187,7 +187,7 @@ class EntropyCollapse(Detector):
         self.missing_reported = False
         self.seen_high = False  # entropy was at or above h_star at some logged step (a later drop is a fall)
         self.acc = StepWindow(self.acc_window)  # (signal, accuracy) of recent steps; their mean is compared
-        self.range = _RewardRange()
+        self.range = RewardRange()
         self.rewards = StepWindow(self.trend_window)
         self.zv_now = math.nan
 
@@ -205,7 +205,7 @@ class EntropyCollapse(Detector):
         ctx = self.context
         parts: list[str] = []
         actions: list[str] = []
-        on_policy = _on_policy(ctx)
+        on_policy = on_policy_run(ctx)
         eps_high, eps_low = ctx.get("eps_high"), ctx.get("eps_low")
         if on_policy:
             parts.append(
@@ -229,7 +229,7 @@ class EntropyCollapse(Detector):
             parts.append("Clip-Cov / KL-Cov for long runs")
         if on_policy:
             parts = parts[1:] + parts[:1]  # what can act first, the note last
-        return ", ".join(parts) + _unknown_config_note(ctx), actions
+        return ", ".join(parts) + unknown_config_note(ctx), actions
 
     def _count(self, step: int, h: float) -> float:
         """Advance the absolute and relative below-threshold counters (in training steps); returns the baseline
@@ -314,19 +314,19 @@ class EntropyCollapse(Detector):
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         self.range.update(m)
-        reward = _finite(m, mn.REWARD_MEAN)
+        reward = finite_at(m, mn.REWARD_MEAN)
         if math.isfinite(reward):
             self.rewards.add(step, reward)
         for k in (mn.ZV_ACC_FRAC, mn.ZV_FRAC, mn.ZV_SAMPLE_FRAC):
-            if math.isfinite(_finite(m, k)):
-                self.zv_now = _finite(m, k)
+            if math.isfinite(finite_at(m, k)):
+                self.zv_now = finite_at(m, k)
                 break
         key, acc = accuracy_now(m, self.range.zero_one)
         if key is not None:
             self.acc.add(step, (key, acc))
         if mn.ENTROPY_TOKEN_MEAN not in m:
             return self.active, None
-        h = _num(m, mn.ENTROPY_TOKEN_MEAN)
+        h = number_at(m, mn.ENTROPY_TOKEN_MEAN)
         if not math.isfinite(h):
             self.count = self.rel_count = 0
             self.since = self.rel_since = None
@@ -344,7 +344,7 @@ class EntropyCollapse(Detector):
         alert = super().observe(step, m)
         if (
             mn.ENTROPY_TOKEN_MEAN in m
-            and not math.isfinite(_num(m, mn.ENTROPY_TOKEN_MEAN))
+            and not math.isfinite(number_at(m, mn.ENTROPY_TOKEN_MEAN))
             and not self.missing_reported
         ):
             self.missing_reported = True  # §17.7: a NaN entropy resets the counter and is reported once

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 
-def _unknown_config_note(ctx: dict[str, Any]) -> str:
+def unknown_config_note(ctx: dict[str, Any]) -> str:
     return "" if ctx else " (this log carries no config: skip whichever of these the run already uses)"
 
 
-def _on_policy(ctx: dict[str, Any]) -> bool | None:
+def on_policy_run(ctx: dict[str, Any]) -> bool | None:
     """True when each batch is used for exactly one optimizer step (the PPO ratio is 1: nothing can clip);
     None when the log does not say."""
     if not ctx or ("epochs" not in ctx and "mini_batches" not in ctx):

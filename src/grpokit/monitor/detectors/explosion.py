@@ -9,7 +9,7 @@ from typing import Any
 
 from ... import metric_names as mn
 from .base import Alert, Detector, register
-from .rows import _num
+from .rows import number_at
 
 
 @register
@@ -39,7 +39,7 @@ class EntropyExplosion(Detector):
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         if mn.ENTROPY_TOKEN_MEAN not in m:
             return self.active, None
-        h = _num(m, mn.ENTROPY_TOKEN_MEAN)
+        h = number_at(m, mn.ENTROPY_TOKEN_MEAN)
         if not math.isfinite(h):
             return self.active, None
         if len(self.baseline) < self.baseline_steps:

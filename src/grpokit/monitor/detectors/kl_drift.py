@@ -7,7 +7,7 @@ from typing import Any
 
 from ... import metric_names as mn
 from .base import Alert, Windowed, register
-from .rows import StepWindow, _finite, _r, _slope
+from .rows import StepWindow, finite_at, rounded, slope
 
 
 @register
@@ -38,13 +38,13 @@ class KLDrift(Windowed):
     def _track(self, step: int, m: dict[str, Any]) -> tuple[float, float, float]:
         """Record the reward and whether the KL penalty outweighs the policy-gradient term; returns (KL
         coefficient, KL loss, policy-gradient scale) of this row."""
-        r = _finite(m, mn.REWARD_MEAN)
+        r = finite_at(m, mn.REWARD_MEAN)
         if math.isfinite(r):
             self.rewards.add(step, r)
-        coef, kl_loss, pg = _finite(m, mn.KL_COEF), _finite(m, mn.ACTOR_KL_LOSS), _finite(m, mn.ACTOR_PG_LOSS)
+        coef, kl_loss, pg = finite_at(m, mn.KL_COEF), finite_at(m, mn.ACTOR_KL_LOSS), finite_at(m, mn.ACTOR_PG_LOSS)
         # the policy-gradient term's scale: mean |advantage| when logged (the value of a group-normalised surrogate
         # is ~0 on-policy whatever its gradient), else |pg loss|
-        pg_scale = _finite(m, mn.ADV_ABS_MEAN)
+        pg_scale = finite_at(m, mn.ADV_ABS_MEAN)
         if not math.isfinite(pg_scale):
             pg_scale = abs(pg)
         if math.isfinite(coef) and math.isfinite(kl_loss) and math.isfinite(pg_scale):
@@ -78,7 +78,7 @@ class KLDrift(Windowed):
         if (
             self.full()
             and len(vals) >= 2
-            and _slope(vals) > 0
+            and slope(vals) > 0
             and last > self.growth * max(vals[0], self.kl_floor)
             and last > max(self.kl_floor, self.min_kl)
         ):
@@ -100,14 +100,14 @@ class KLDrift(Windowed):
             and all(dom)
             and self.rewards.full()
             and len(self.rewards) >= 2
-            and _slope(self.rewards.values()) <= 0
+            and slope(self.rewards.values()) <= 0
         ):
             return None
         return self.new_alert(
             step,
             "warning",
             "the KL penalty outweighs the policy gradient and reward has stalled",
-            {"kl_coef": coef, "kl_loss": _r(kl_loss, 5), "pg_scale": _r(pg_scale, 5)},
+            {"kl_coef": coef, "kl_loss": rounded(kl_loss, 5), "pg_scale": rounded(pg_scale, 5)},
             "lower the KL coefficient or use an adaptive controller (algo.kl_controller=adaptive)",
             ["algo.kl_coef*=0.5"],
             onset=self.dominates.first_step(),

@@ -8,7 +8,7 @@ from typing import Any
 
 from ... import metric_names as mn
 from .base import Alert, Windowed, register
-from .rows import StepWindow, _finite, _slope
+from .rows import StepWindow, finite_at, slope
 
 
 @register
@@ -34,12 +34,12 @@ class LengthBias(Windowed):
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         self.push(step, m)
-        inc, cor = _finite(m, mn.LENGTH_INCORRECT_MEAN), _finite(m, mn.LENGTH_CORRECT_MEAN)
+        inc, cor = finite_at(m, mn.LENGTH_INCORRECT_MEAN), finite_at(m, mn.LENGTH_CORRECT_MEAN)
         if math.isfinite(inc) or math.isfinite(cor):
             self.ratios.add(step, inc / cor if math.isfinite(inc) and math.isfinite(cor) and cor > 0 else math.nan)
         rs = self.ratios.values()
         sustained = self.ratios.full() and bool(rs) and all(r > self.ratio for r in rs)
-        mean, acc = _finite(m, mn.LENGTH_MEAN), _finite(m, mn.REWARD_ACCURACY)
+        mean, acc = finite_at(m, mn.LENGTH_MEAN), finite_at(m, mn.REWARD_ACCURACY)
         fix = (
             "token-level aggregation (algo.loss_agg=token-mean), Dr. GRPO normalisation "
             "(algo.loss_agg=constant-norm, algo.adv_scale=none), overlong shaping (algo.soft_overlong=true)"
@@ -50,7 +50,7 @@ class LengthBias(Windowed):
             and math.isfinite(inc)
             and math.isfinite(cor)
             and cor > 0
-            and _slope(self.vals()) > 0
+            and slope(self.vals()) > 0
         ):
             return True, self.new_alert(
                 step,
@@ -63,7 +63,7 @@ class LengthBias(Windowed):
                 onset=self.values.first_step(),
             )
         if math.isfinite(mean):
-            reward = _finite(m, mn.REWARD_MEAN)
+            reward = finite_at(m, mn.REWARD_MEAN)
             if len(self.first_len) < 5:
                 self.first_len.append(mean)
                 if math.isfinite(acc):

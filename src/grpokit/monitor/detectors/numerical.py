@@ -9,7 +9,7 @@ from typing import Any
 
 from ... import metric_names as mn
 from .base import Alert, Detector, register
-from .rows import _finite, _num
+from .rows import finite_at, number_at
 
 
 @register
@@ -43,7 +43,7 @@ class Numerical(Detector):
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         # logs store a NaN loss as null (indistinguishable from "not logged"), so the trainer flags it explicitly
-        if _finite(m, mn.TRAIN_NONFINITE_LOSS) > 0:
+        if finite_at(m, mn.TRAIN_NONFINITE_LOSS) > 0:
             return True, self.new_alert(
                 step,
                 "critical",
@@ -52,7 +52,7 @@ class Numerical(Detector):
                 "lower the learning rate; check rewards for NaN",
                 ["train.lr*=0.5"],
             )
-        if _finite(m, mn.TRAIN_NONFINITE_GRAD) > 0:
+        if finite_at(m, mn.TRAIN_NONFINITE_GRAD) > 0:
             return True, self.new_alert(
                 step,
                 "critical",
@@ -61,7 +61,7 @@ class Numerical(Detector):
                 "lower the learning rate; use fp32",
                 ["train.lr*=0.5"],
             )
-        g = _num(m, mn.TRAIN_GRAD_NORM)
+        g = number_at(m, mn.TRAIN_GRAD_NORM)
         if g == math.inf:
             return True, self.new_alert(
                 step,

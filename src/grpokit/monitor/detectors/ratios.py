@@ -8,8 +8,8 @@ from typing import Any
 
 from ... import metric_names as mn
 from .base import Alert, Windowed, register
-from .context import _on_policy
-from .rows import StepWindow, _finite, _r
+from .context import on_policy_run
+from .rows import StepWindow, finite_at, rounded
 
 
 @register
@@ -31,10 +31,12 @@ class ClippingAnomaly(Windowed):
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         self.push(step, m)
-        tot = _finite(m, mn.ACTOR_CLIPFRAC)
+        tot = finite_at(m, mn.ACTOR_CLIPFRAC)
         if not math.isfinite(tot):
             parts = [
-                v for v in (_finite(m, mn.ACTOR_CLIPFRAC_HIGH), _finite(m, mn.ACTOR_CLIPFRAC_LOW)) if math.isfinite(v)
+                v
+                for v in (finite_at(m, mn.ACTOR_CLIPFRAC_HIGH), finite_at(m, mn.ACTOR_CLIPFRAC_LOW))
+                if math.isfinite(v)
             ]
             if not parts:
                 return self.active, None
@@ -54,7 +56,7 @@ class ClippingAnomaly(Windowed):
                 ["train.lr*=0.5"],
                 onset=self.totals.first_step(),
             )
-        off_policy = _on_policy(ctx) is False
+        off_policy = on_policy_run(ctx) is False
         clip_higher = isinstance(ctx.get("eps_high"), (int, float)) and ctx["eps_high"] > (ctx.get("eps_low") or 0)
         highs = self.vals()
         if off_policy and clip_higher and self.full() and highs and max(highs) == 0.0:
@@ -81,7 +83,7 @@ class SamplerMismatch(Windowed):
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         key = self.push(step, m)
-        frac, amax = _finite(m, mn.MISMATCH_FRAC_HIGH), _finite(m, mn.MISMATCH_ABS_DIFF_MAX)
+        frac, amax = finite_at(m, mn.MISMATCH_FRAC_HIGH), finite_at(m, mn.MISMATCH_ABS_DIFF_MAX)
         if key is None and not math.isfinite(frac) and not math.isfinite(amax):
             return self.active, None
         bad = (
@@ -92,7 +94,7 @@ class SamplerMismatch(Windowed):
         if not bad:
             return False, None
         ev = {
-            "mismatch_kl": _r(self.mean(), 6) if len(self.values) else None,
+            "mismatch_kl": rounded(self.mean(), 6) if len(self.values) else None,
             "frac_rho_above_C": frac if math.isfinite(frac) else None,
             "abs_logp_diff_max": amax if math.isfinite(amax) else None,
         }

@@ -9,7 +9,7 @@ from typing import Any
 
 from ... import metric_names as mn
 from .base import Alert, Windowed, register
-from .rows import StepWindow, _finite, _r
+from .rows import StepWindow, finite_at, rounded
 
 
 @register
@@ -32,13 +32,13 @@ class NoisyReward(Windowed):
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         if self.push(step, m) is not None:
-            a = _finite(m, mn.REWARD_ACC_CORR)
+            a = finite_at(m, mn.REWARD_ACC_CORR)
             self.acc.add(step, a if math.isfinite(a) else 0.0)
         for key in [k for k in m if isinstance(k, str) and k.startswith(mn.REWARD_CORR_PREFIX)]:
-            v = _finite(m, key)
+            v = finite_at(m, key)
             if math.isfinite(v):
                 self.components.setdefault(key, StepWindow(self.window)).add(step, v)
-        dup = _finite(m, mn.REWARD_DUP_INCONSISTENCY)
+        dup = finite_at(m, mn.REWARD_DUP_INCONSISTENCY)
         fix = "audit the verifier (grpokit audit-reward): noisy rewards feed false signal into every group"
         if math.isfinite(dup) and dup > 0:
             return True, self.new_alert(
@@ -48,7 +48,7 @@ class NoisyReward(Windowed):
                 {"dup_inconsistency": round(dup, 3)},
                 fix,
             )
-        acc_corr = _finite(m, mn.REWARD_ACC_CORR)
+        acc_corr = finite_at(m, mn.REWARD_ACC_CORR)
         acc_vals = self.acc.values()
         acc_mean = statistics.fmean(acc_vals) if acc_vals else math.nan
         if self.full() and abs(self.mean()) > self.corr_max:
@@ -59,7 +59,7 @@ class NoisyReward(Windowed):
                     step,
                     "warning",
                     f"reward correlates with response length (r = {self.mean():.2f}) more than with correctness",
-                    {"length_corr": round(self.mean(), 3), "acc_corr": _r(acc_corr, 3)},
+                    {"length_corr": round(self.mean(), 3), "acc_corr": rounded(acc_corr, 3)},
                     fix,
                     onset=self.values.first_step(),
                 )
@@ -74,7 +74,7 @@ class NoisyReward(Windowed):
                     step,
                     "warning",
                     f"reward follows its '{name}' component (r = {c:.2f}) more than correctness",
-                    {f"corr_{name}": round(c, 3), "acc_corr": _r(acc_corr, 3)},
+                    {f"corr_{name}": round(c, 3), "acc_corr": rounded(acc_corr, 3)},
                     fix + "; lower the weight of the non-correctness reward",
                     onset=win.first_step(),
                 )

@@ -11,7 +11,7 @@ from typing import Any
 from ... import metric_names as mn
 
 
-def _num(m: dict[str, Any], key: str) -> float:
+def number_at(m: dict[str, Any], key: str) -> float:
     v = m.get(key)
     if isinstance(v, bool):
         return float(v)
@@ -22,21 +22,21 @@ def _num(m: dict[str, Any], key: str) -> float:
     return f
 
 
-def _finite(m: dict[str, Any], key: str) -> float:
+def finite_at(m: dict[str, Any], key: str) -> float:
     """The value if it is a finite number, else NaN (inf counts as not logged for trend rules)."""
-    f = _num(m, key)
+    f = number_at(m, key)
     return f if math.isfinite(f) else math.nan
 
 
-def _first(m: dict[str, Any], keys: Iterable[str]) -> tuple[str | None, float]:
+def first_logged(m: dict[str, Any], keys: Iterable[str]) -> tuple[str | None, float]:
     for k in keys:
-        v = _num(m, k)
+        v = number_at(m, k)
         if math.isfinite(v):
             return k, v
     return None, math.nan
 
 
-def _slope(ys: list[float]) -> float:
+def slope(ys: list[float]) -> float:
     n = len(ys)
     if n < 2:
         return 0.0
@@ -45,7 +45,7 @@ def _slope(ys: list[float]) -> float:
     return sum((i - xm) * (y - ym) for i, y in enumerate(ys)) / den
 
 
-def _r(x: float, nd: int = 4) -> float | None:
+def rounded(x: float, nd: int = 4) -> float | None:
     return round(x, nd) if isinstance(x, (int, float)) and math.isfinite(x) else None
 
 
@@ -94,10 +94,10 @@ def accuracy_now(m: dict[str, Any], reward_is_accuracy: bool = False) -> tuple[s
     """The best accuracy signal in a row: train accuracy, held-out accuracy, or (when the caller knows the reward is
     a 0/1 score) the mean reward."""
     keys = [mn.REWARD_ACCURACY, mn.EVAL_ACCURACY] + ([mn.REWARD_MEAN] if reward_is_accuracy else [])
-    return _first(m, keys)
+    return first_logged(m, keys)
 
 
-class _RewardRange:
+class RewardRange:
     """Tracks whether a log's reward has stayed within [0, 1] (per-step min/max when logged): then its mean is
     an accuracy (verl's `critic/score` with a 0/1 verifier)."""
 
@@ -105,7 +105,7 @@ class _RewardRange:
         self.lo, self.hi, self.seen = math.inf, -math.inf, False
 
     def update(self, m: dict[str, Any]) -> None:
-        lo, hi = _finite(m, mn.REWARD_MIN), _finite(m, mn.REWARD_MAX)
+        lo, hi = finite_at(m, mn.REWARD_MIN), finite_at(m, mn.REWARD_MAX)
         if math.isfinite(lo) and math.isfinite(hi):
             self.lo, self.hi, self.seen = min(self.lo, lo), max(self.hi, hi), True
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ... import metric_names as mn
 from .base import Alert, Windowed, register
-from .rows import StepWindow, _finite, _first, _RewardRange
+from .rows import RewardRange, StepWindow, finite_at, first_logged
 
 
 @register
@@ -26,16 +26,16 @@ class Saturation(Windowed):
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
         super().__init__(context, **params)
         self.acc = StepWindow(self.window)
-        self.range = _RewardRange()
+        self.range = RewardRange()
         self.eval_acc: tuple[int, float] | None = None
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         self.range.update(m)
         self.push(step, m)
-        ev_acc = _finite(m, mn.EVAL_ACCURACY)
+        ev_acc = finite_at(m, mn.EVAL_ACCURACY)
         if math.isfinite(ev_acc):
             self.eval_acc = (step, ev_acc)
-        key, acc = _first(m, [mn.REWARD_ACCURACY] + ([mn.REWARD_MEAN] if self.range.zero_one else []))
+        key, acc = first_logged(m, [mn.REWARD_ACCURACY] + ([mn.REWARD_MEAN] if self.range.zero_one else []))
         if key is not None:
             self.acc.add(step, acc)
         if key is None and not self.vals():

@@ -7,7 +7,7 @@ from typing import Any
 
 from ... import metric_names as mn
 from .base import Alert, Windowed, register
-from .rows import _num
+from .rows import number_at
 
 
 @register
@@ -22,13 +22,13 @@ class ShortBatch(Windowed):
     requires = ((mn.SAMPLING_SHORT_BATCH,),)
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
-        short = _num(m, mn.SAMPLING_SHORT_BATCH)
+        short = number_at(m, mn.SAMPLING_SHORT_BATCH)
         if not math.isfinite(short) or self.context.get("dynamic_sampling") is False:
             return self.active, None
         self.values.add(step, 1.0 if short > 0 else 0.0)
         if not self.full() or self.mean() < self.threshold:
             return False, None
-        solved, failed = _num(m, mn.ZV_ALL_CORRECT), _num(m, mn.ZV_ALL_WRONG)
+        solved, failed = number_at(m, mn.ZV_ALL_CORRECT), number_at(m, mn.ZV_ALL_WRONG)
         cause = (
             "the model solves nearly every prompt: the task is learned — stop, or train on harder data"
             if math.isfinite(solved) and (not math.isfinite(failed) or solved >= failed)
@@ -43,7 +43,9 @@ class ShortBatch(Windowed):
                 "short_frac": round(self.mean(), 3),
                 "all_correct_frac": solved if math.isfinite(solved) else None,
                 "all_wrong_frac": failed if math.isfinite(failed) else None,
-                "batch_size_now": _num(m, mn.TRAIN_BATCH_SIZE) if math.isfinite(_num(m, mn.TRAIN_BATCH_SIZE)) else None,
+                "batch_size_now": number_at(m, mn.TRAIN_BATCH_SIZE)
+                if math.isfinite(number_at(m, mn.TRAIN_BATCH_SIZE))
+                else None,
             },
             f"{cause} (grpokit preflight shows pass rates per prompt); or raise algo.max_gen_rounds / "
             "algo.ds_oversample",

@@ -29,7 +29,7 @@ RL_SIGNALS = (
 )
 
 
-def _finite(v: Any) -> float | None:
+def finite_at(v: Any) -> float | None:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return float(v) if math.isfinite(float(v)) else None
@@ -37,7 +37,7 @@ def _finite(v: Any) -> float | None:
 
 def last_value(rows: list[dict[str, Any]], key: str) -> float | None:
     for r in reversed(rows):
-        v = _finite(r.get(key))
+        v = finite_at(r.get(key))
         if v is not None:
             return v
     return None
@@ -58,17 +58,17 @@ def _no_update(row: dict[str, Any]) -> str | None:
     """Why this step did not update the policy, if the row shows it: an update the trainer skipped, every group of
     equal rewards (zero-variance fraction 1), a zero gradient norm with a zero (or unlogged) loss, or, in a log
     without a gradient norm, a loss and a mean reward both exactly 0."""
-    if (_finite(row.get(mn.TRAIN_SKIPPED_UPDATE)) or 0) >= 1:
+    if (finite_at(row.get(mn.TRAIN_SKIPPED_UPDATE)) or 0) >= 1:
         return "update skipped"
     zv = next(
-        (v for k in (mn.ZV_ACC_FRAC, mn.ZV_FRAC, mn.ZV_SAMPLE_FRAC) if (v := _finite(row.get(k))) is not None), None
+        (v for k in (mn.ZV_ACC_FRAC, mn.ZV_FRAC, mn.ZV_SAMPLE_FRAC) if (v := finite_at(row.get(k))) is not None), None
     )
     if zv is not None and zv >= 1 - 1e-9:
         return "every group had equal rewards, so every advantage was 0"
-    g, loss = _finite(row.get(mn.TRAIN_GRAD_NORM)), _finite(row.get(mn.ACTOR_LOSS))
+    g, loss = finite_at(row.get(mn.TRAIN_GRAD_NORM)), finite_at(row.get(mn.ACTOR_LOSS))
     if g == 0.0 and (loss is None or loss == 0.0):
         return "zero gradient"
-    if g is None and zv is None and loss == 0.0 and _finite(row.get(mn.REWARD_MEAN)) == 0.0:
+    if g is None and zv is None and loss == 0.0 and finite_at(row.get(mn.REWARD_MEAN)) == 0.0:
         # a console that prints neither a gradient norm nor a zero-variance fraction (NeMo-RL's "Training Results"):
         # a mean reward of exactly 0 with a loss of exactly 0 is no sample rewarded, every advantage 0 (a GRPO loss
         # is not 0 to the printed digits while advantages differ)
@@ -135,7 +135,7 @@ def no_update_findings(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def generation_cap_findings(rows: list[dict[str, Any]], cap: Any) -> list[dict[str, Any]]:
     """Steps whose dynamic sampling used every generation round allowed (`algo.max_gen_rounds`)."""
-    rounds = [_finite(r.get(mn.SAMPLING_ROUNDS)) for r in rows]
+    rounds = [finite_at(r.get(mn.SAMPLING_ROUNDS)) for r in rows]
     if not (isinstance(cap, (int, float)) and cap > 1 and any(v is not None for v in rounds)):
         return []
     hit = sum(1 for v in rounds if v is not None and v >= cap)

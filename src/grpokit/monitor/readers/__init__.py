@@ -55,9 +55,9 @@ from .names import CANONICAL, OPENRLHF_NAMES, TRL_NAMES, VERL_NAMES, VERL_PATTER
 from .tensorboard_events import CONFIG_TEXT_TAG
 
 # value parsers shared with `readers_openrlhf`
-from .values import _dict_at as _dict_at
-from .values import _numeric_items as _numeric_items
-from .values import _to_float as _to_float
+from .values import dict_at as dict_at
+from .values import numeric_items as numeric_items
+from .values import to_float as to_float
 
 __all__ = [
     "CANONICAL",

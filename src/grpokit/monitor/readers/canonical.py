@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import metric_names as mn
-from .names import _TRL_TB_PREFIXES, CANONICAL, OPENRLHF_NAMES, TRL_NAMES, VERL_NAMES, VERL_PATTERNS
+from .names import CANONICAL, OPENRLHF_NAMES, TRL_NAMES, TRL_TB_PREFIXES, VERL_NAMES, VERL_PATTERNS
 from .names_more import AREAL_NAMES, ROLL_NAMES, ROLL_PATTERNS
 from .values import NAN
 
@@ -46,14 +46,14 @@ class RunLog:
 RawRows = dict[int, dict[str, float]]  # step -> {source name: value}; later writes to a step win
 
 
-def _merge(rows: RawRows, step: int, values: dict[str, float]) -> None:
+def merge_segments(rows: RawRows, step: int, values: dict[str, float]) -> None:
     rows.setdefault(step, {}).update(values)
 
 
 Mapper = Callable[[Iterable[str]], dict[str, tuple[str, ...]]]
 
 
-def _table_mapper(table: dict[str, tuple[str, ...]], patterns: list[tuple[re.Pattern[str], str]] = ()) -> Mapper:
+def table_mapper(table: dict[str, tuple[str, ...]], patterns: list[tuple[re.Pattern[str], str]] = ()) -> Mapper:
     """Source names -> canonical names through an exact table, then patterns (a pattern that matches several
     distinct names in one run is ambiguous and maps none of them)."""
 
@@ -69,7 +69,7 @@ def _table_mapper(table: dict[str, tuple[str, ...]], patterns: list[tuple[re.Pat
     return mapper
 
 
-def _identity_mapper(names: Iterable[str]) -> dict[str, tuple[str, ...]]:
+def identity_mapper(names: Iterable[str]) -> dict[str, tuple[str, ...]]:
     """grpokit's own names are canonical: everything passes through."""
     return {n: (n,) for n in names}
 
@@ -90,13 +90,13 @@ def _prefixed_mapper(inner: Mapper, prefixes: tuple[tuple[str, str], ...]) -> Ma
     return mapper
 
 
-_TRL_MAPPER = _table_mapper(TRL_NAMES)
-_TRL_TB_MAPPER = _prefixed_mapper(_TRL_MAPPER, _TRL_TB_PREFIXES)
-_VERL_MAPPER = _table_mapper(VERL_NAMES, VERL_PATTERNS)
-_OPENRLHF_CONSOLE_MAPPER = _table_mapper(OPENRLHF_NAMES)
-_OPENRLHF_MAPPER = _prefixed_mapper(_OPENRLHF_CONSOLE_MAPPER, (("train/", ""), ("eval/", "eval_")))
-_ROLL_MAPPER = _table_mapper(ROLL_NAMES, ROLL_PATTERNS)
-_AREAL_MAPPER = _table_mapper(AREAL_NAMES)
+TRL_MAPPER = table_mapper(TRL_NAMES)
+TRL_TB_MAPPER = _prefixed_mapper(TRL_MAPPER, TRL_TB_PREFIXES)
+VERL_MAPPER = table_mapper(VERL_NAMES, VERL_PATTERNS)
+OPENRLHF_CONSOLE_MAPPER = table_mapper(OPENRLHF_NAMES)
+OPENRLHF_MAPPER = _prefixed_mapper(OPENRLHF_CONSOLE_MAPPER, (("train/", ""), ("eval/", "eval_")))
+_ROLL_MAPPER = table_mapper(ROLL_NAMES, ROLL_PATTERNS)
+_AREAL_MAPPER = table_mapper(AREAL_NAMES)
 
 
 def _grpokit_score(names: Iterable[str]) -> int:
@@ -106,24 +106,24 @@ def _grpokit_score(names: Iterable[str]) -> int:
 #: How each flavour maps names, and how strongly a set of names looks like that flavour (for sniffing JSONL and
 #: TensorBoard tags, where several flavours share a container format).
 FLAVORS: dict[str, tuple[Mapper, Callable[[Iterable[str]], int]]] = {
-    "grpokit": (_identity_mapper, _grpokit_score),
-    "trl": (_TRL_TB_MAPPER, lambda ns: len(_TRL_TB_MAPPER(ns))),
-    "verl": (_VERL_MAPPER, lambda ns: len(_VERL_MAPPER(ns))),
-    "openrlhf": (_OPENRLHF_MAPPER, lambda ns: len(_OPENRLHF_MAPPER(ns))),
+    "grpokit": (identity_mapper, _grpokit_score),
+    "trl": (TRL_TB_MAPPER, lambda ns: len(TRL_TB_MAPPER(ns))),
+    "verl": (VERL_MAPPER, lambda ns: len(VERL_MAPPER(ns))),
+    "openrlhf": (OPENRLHF_MAPPER, lambda ns: len(OPENRLHF_MAPPER(ns))),
     # ROLL's and AReaL's W&B / TensorBoard keys are the names of their consoles (`names_more`)
     "roll": (_ROLL_MAPPER, lambda ns: len(_ROLL_MAPPER(ns))),
     "areal": (_AREAL_MAPPER, lambda ns: len(_AREAL_MAPPER(ns))),
 }
 
 
-def _best_flavor(names: Iterable[str], candidates: Iterable[str]) -> tuple[str, int]:
+def best_flavor(names: Iterable[str], candidates: Iterable[str]) -> tuple[str, int]:
     names = list(names)
     scored = [(FLAVORS[f][1](names), i, f) for i, f in enumerate(candidates)]
     score, _, flavor = max(scored, key=lambda t: (t[0], -t[1]))  # ties go to the earlier candidate
     return flavor, score
 
 
-def _canonicalise(raw: RawRows, mapper: Mapper) -> tuple[list[dict[str, float]], set[str], set[str]]:
+def canonicalise(raw: RawRows, mapper: Mapper) -> tuple[list[dict[str, float]], set[str], set[str]]:
     raw_names = {k for r in raw.values() for k in r}
     name_map = mapper(raw_names)
     available = {c for cs in name_map.values() for c in cs}
@@ -137,7 +137,7 @@ def _canonicalise(raw: RawRows, mapper: Mapper) -> tuple[list[dict[str, float]],
                     row[canon] = value
         for canon in available:
             row.setdefault(canon, NAN)
-        if mapper is not _identity_mapper:
+        if mapper is not identity_mapper:
             _flag_nonfinite(row, raw[step], name_map, available)
         rows.append(row)
     return rows, available, raw_names
@@ -160,13 +160,13 @@ def _flag_nonfinite(
                 available.add(flag)
 
 
-def _ordered(raw: RawRows, order: list[str]) -> RawRows:
-    """Reorder each row's keys by mapping-table priority so that `_canonicalise`'s first-wins is table order."""
+def ordered(raw: RawRows, order: list[str]) -> RawRows:
+    """Reorder each row's keys by mapping-table priority so that `canonicalise`'s first-wins is table order."""
     rank = {n: i for i, n in enumerate(order)}
     return {s: dict(sorted(r.items(), key=lambda kv: rank.get(kv[0], len(rank)))) for s, r in raw.items()}
 
 
-def _table_or_prefixed(plain: Mapper, prefixed: Mapper) -> Mapper:
+def table_or_prefixed(plain: Mapper, prefixed: Mapper) -> Mapper:
     """TRL names logged bare (`reward`) or with transformers' `train/` / `eval/` prefixes."""
 
     def mapper(names: Iterable[str]) -> dict[str, tuple[str, ...]]:
@@ -208,12 +208,12 @@ class Reader:
 
 
 #: The plain name mapper of each trainer's own logged keys (no TensorBoard prefixes), for live rows.
-LIVE_MAPPERS: dict[str, Mapper] = {"trl": _TRL_MAPPER, "verl": _VERL_MAPPER, "openrlhf": _OPENRLHF_CONSOLE_MAPPER}
+LIVE_MAPPERS: dict[str, Mapper] = {"trl": TRL_MAPPER, "verl": VERL_MAPPER, "openrlhf": OPENRLHF_CONSOLE_MAPPER}
 
 
 def canonical_row(flavor: str, step: int, values: dict[str, Any]) -> dict[str, float]:
     """One logged row of a trainer (`flavor`: trl | verl | openrlhf | grpokit), numbers only, in canonical names
     (`{"step": step, ...}`); what the mapping does not know is left out."""
     numbers = {str(k): float(v) for k, v in values.items() if isinstance(v, (int, float))}
-    rows, _, _ = _canonicalise({step: numbers}, LIVE_MAPPERS.get(flavor, _identity_mapper))
+    rows, _, _ = canonicalise({step: numbers}, LIVE_MAPPERS.get(flavor, identity_mapper))
     return rows[0]

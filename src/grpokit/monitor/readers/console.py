@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 
 from . import console_openrlhf
-from .canonical import _OPENRLHF_CONSOLE_MAPPER, _TRL_MAPPER, _VERL_MAPPER, Reader, Segment, _ordered
-from .console_trl import _TRAINER_START, _TRL_DICT, _trl_console_segments
-from .console_verl import _VERL_LINE, _VERL_START, _verl_console_segments, verl_context
+from .canonical import OPENRLHF_CONSOLE_MAPPER, TRL_MAPPER, VERL_MAPPER, Reader, Segment, ordered
+from .console_trl import TRAINER_START, TRL_DICT, trl_console_segments
+from .console_verl import VERL_LINE, VERL_START, verl_console_segments, verl_context
 from .names import OPENRLHF_NAMES, TRL_NAMES, VERL_NAMES
-from .values import _ANSI
+from .values import ANSI_ESCAPE
 
 _TEXT_SNIFF_BYTES = 4 << 20
 _STRUCTURED_SUFFIXES = {".json", ".jsonl", ".csv", ".yaml", ".yml", ".parquet", ".safetensors", ".bin", ".pt", ".png"}
@@ -25,7 +25,7 @@ def _is_binary(path: Path) -> bool:
         return True
 
 
-def _read_text(path: Path) -> str:
+def read_text_file(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace")
 
 
@@ -35,12 +35,12 @@ _ERROR_LINE = re.compile(r"^\W*(?:\(\w+ pid=\d+\)\s*)?([A-Za-z_.]*(?:Error|Excep
 def _tail_error(text: str) -> str | None:
     """The exception a log ends with: the error line after the last bare `Traceback (most recent call last):` near
     its end. A traceback printed by a logger (`ERROR:...:Traceback`) was handled and is not a crash."""
-    tail = _ANSI.sub("", text[-30000:]).splitlines()
+    tail = ANSI_ESCAPE.sub("", text[-30000:]).splitlines()
     idx = max((i for i, line in enumerate(tail) if "Traceback (most recent call last)" in line), default=None)
     if idx is None or re.search(r"(ERROR|WARNING|INFO)[:\s].*Traceback", tail[idx]):
         return None
     if any(
-        _VERL_LINE.search(line) or _TRL_DICT.search(line) or console_openrlhf.GLOBAL_STEP.search(line)
+        VERL_LINE.search(line) or TRL_DICT.search(line) or console_openrlhf.GLOBAL_STEP.search(line)
         for line in tail[idx:]
     ):
         return None  # training went on after it
@@ -59,18 +59,18 @@ def _tail_error(text: str) -> str | None:
     return None
 
 
-def _console_kind(text: str) -> str | None:
+def console_kind(text: str) -> str | None:
     """'verl', 'trl-console' or 'openrlhf' for a text log, by which kind of metric line it holds more of."""
     sample = text[:_TEXT_SNIFF_BYTES]
-    verl = sum(1 for line in sample.splitlines() if _VERL_LINE.search(_ANSI.sub("", line)))
-    orlhf = console_openrlhf.score(_ANSI.sub("", sample))
+    verl = sum(1 for line in sample.splitlines() if VERL_LINE.search(ANSI_ESCAPE.sub("", line)))
+    orlhf = console_openrlhf.score(ANSI_ESCAPE.sub("", sample))
     # an OpenRLHF status line is a dict too; count only the others as TRL's
-    trl = len(_TRL_DICT.findall(sample)) - len(console_openrlhf.GLOBAL_STEP.findall(sample))
+    trl = len(TRL_DICT.findall(sample)) - len(console_openrlhf.GLOBAL_STEP.findall(sample))
     if not verl and trl <= 0 and not orlhf:
         # a training that printed its start but no step (it crashed or was stopped before step 1)
-        if _VERL_START.search(sample):
+        if VERL_START.search(sample):
             return "verl"
-        if _TRAINER_START.search(sample):
+        if TRAINER_START.search(sample):
             return "trl-console"
         if console_openrlhf.started(sample):
             return "openrlhf"
@@ -97,25 +97,25 @@ class ConsoleReader(Reader):
                 head = f.read(_TEXT_SNIFF_BYTES)
         except OSError:
             return []
-        return [("", [path])] if _console_kind(head) else []
+        return [("", [path])] if console_kind(head) else []
 
     def read(self, files: list[Path]) -> list[Segment]:
-        text = _read_text(files[0])
-        kind = _console_kind(text)
+        text = read_text_file(files[0])
+        kind = console_kind(text)
         err = _tail_error(text)
         tail = [f"the log ends with an error: {err}"] if err else []
         if kind == "openrlhf":
             rows, notes = console_openrlhf.read(text)
-            raw = _ordered(rows, list(OPENRLHF_NAMES))
+            raw = ordered(rows, list(OPENRLHF_NAMES))
             ctx = console_openrlhf.context(text)
-            return [Segment(raw, _OPENRLHF_CONSOLE_MAPPER, "openrlhf", "", ctx, {}, notes + tail)]
+            return [Segment(raw, OPENRLHF_CONSOLE_MAPPER, "openrlhf", "", ctx, {}, notes + tail)]
         if kind == "verl":
             ctx = verl_context(text)
-            segs = _verl_console_segments(text) or [{}]
+            segs = verl_console_segments(text) or [{}]
             return [
                 Segment(
-                    _ordered(rows, list(VERL_NAMES)),
-                    _VERL_MAPPER,
+                    ordered(rows, list(VERL_NAMES)),
+                    VERL_MAPPER,
                     "verl",
                     f"#{i + 1}" if len(segs) > 1 else "",
                     ctx,
@@ -125,9 +125,9 @@ class ConsoleReader(Reader):
                 for i, rows in enumerate(segs)
             ]
         out = []
-        segs = _trl_console_segments(text) or [({}, [])]
+        segs = trl_console_segments(text) or [({}, [])]
         for i, (rows, notes) in enumerate(segs):
             name = f"#{i + 1}" if len(segs) > 1 else ""
             notes = notes + (tail if i == len(segs) - 1 else [])
-            out.append(Segment(_ordered(rows, list(TRL_NAMES)), _TRL_MAPPER, "trl", name, {}, {}, notes))
+            out.append(Segment(ordered(rows, list(TRL_NAMES)), TRL_MAPPER, "trl", name, {}, {}, notes))
         return out

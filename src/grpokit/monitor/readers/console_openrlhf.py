@@ -24,6 +24,8 @@ import math
 import re
 from typing import Any
 
+from .values import dict_at, numeric_items, to_float
+
 #: the progress-bar postfix names of OpenRLHF's `short_status` -> the status names they abbreviate
 SHORT_NAMES: dict[str, str] = {
     "pg": "policy_loss",
@@ -52,7 +54,7 @@ BAR = re.compile(
 _PAIR = re.compile(r"(?<![\w/])([A-Za-z_][\w/]*)=([^,\s]+)")  # a key starts a word: linear on long words
 # the `key: value` pairs of a dict that does not parse as a literal (`np.float64(...)` values)
 _KV = re.compile(r"'([^']+)':\s*([^,}]+)")
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _POLICY_KEYS = ("policy_loss", "reward", "response_length")
 # printed by a started training: a Ray actor's line prefix at the start of a line, or an Episode bar's render
 _START = re.compile(
@@ -60,34 +62,26 @@ _START = re.compile(
 )
 
 
-def _to_float(v: Any) -> float | None:
-    from grpokit.monitor.readers import _to_float as to_float
-
-    return to_float(v)
-
-
 def _status_dict(line: str, start: int) -> dict[str, float]:
-    from grpokit.monitor.readers import _dict_at, _numeric_items
-
-    d = _dict_at(line, start)
+    d = dict_at(line, start)
     if d is None:
         end = line.find("}", start)
         d = dict(_KV.findall(line[start : end if end != -1 else len(line)]))
-    return _numeric_items(d)
+    return numeric_items(d)
 
 
 def _postfix(inside: str) -> dict[str, float]:
     """The numeric `k=v` pairs of a bar's bracket (`00:03<00:45,  3.04s/it, act_loss=-0.208, ...`)."""
     out = {}
     for k, v in _PAIR.findall(inside):
-        f = _to_float(v)
+        f = to_float(v)
         if f is not None:
             out[SHORT_NAMES.get(k, k)] = f
     return out
 
 
 def _lines(text: str) -> list[str]:
-    return [_ANSI.sub("", x) for x in text.replace("\r", "\n").splitlines()]
+    return [ANSI_ESCAPE.sub("", x) for x in text.replace("\r", "\n").splitlines()]
 
 
 def global_step_rows(text: str) -> dict[int, dict[str, float]]:

@@ -9,10 +9,10 @@ import json
 import re
 from pathlib import Path
 
-from .canonical import RawRows, Segment, _table_mapper
+from .canonical import RawRows, Segment, table_mapper
 from .console_text import TextLogReader, in_table_order, merge, read_text
 from .names_more import ROLL_NAMES, ROLL_PATTERNS
-from .values import _numeric_items, _step_of
+from .values import numeric_items, step_of
 
 _TAG = re.compile(r"metrics_tag: (\{.*\})\s*$")
 
@@ -27,8 +27,8 @@ def metrics_line(line: str) -> tuple[int, dict[str, float]] | None:
         return None
     if not isinstance(obj, dict) or not isinstance(obj.get("metrics"), dict):
         return None
-    step = _step_of(obj.get("step"))
-    return None if step is None else (step, _numeric_items(obj["metrics"]))
+    step = step_of(obj.get("step"))
+    return None if step is None else (step, numeric_items(obj["metrics"]))
 
 
 def roll_rows(text: str) -> RawRows:
@@ -50,4 +50,4 @@ class RollReader(TextLogReader):
 
     def read(self, files: list[Path]) -> list[Segment]:
         rows = roll_rows(read_text(files[0]))
-        return [Segment(rows, _table_mapper(ROLL_NAMES, ROLL_PATTERNS), "roll", "", {}, {}, [])]
+        return [Segment(rows, table_mapper(ROLL_NAMES, ROLL_PATTERNS), "roll", "", {}, {}, [])]

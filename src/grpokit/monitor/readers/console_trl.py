@@ -7,15 +7,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .canonical import RawRows, _merge
-from .values import _ANSI, _dict_at, _numeric_items, _step_of
+from .canonical import RawRows, merge_segments
+from .values import ANSI_ESCAPE, dict_at, numeric_items, step_of
 
 # TRL / transformers: the Trainer prints each log as a Python dict (`{'loss': 0.1, 'reward': ...}`); ms-swift as JSON
-_TRL_DICT = re.compile(r"\{\s*['\"](?:loss|reward|train_runtime|eval_loss|learning_rate|grad_norm)['\"]\s*:")
+TRL_DICT = re.compile(r"\{\s*['\"](?:loss|reward|train_runtime|eval_loss|learning_rate|grad_norm)['\"]\s*:")
 # a tqdm bar's counter: `| 12/300 [00:41<...`
 # (?<!\d) and at most 12 digits: one try per run of digits (not one per digit), and no int() of a 10^5-digit number
 _BAR = re.compile(r"(?<!\d)(\d{1,12})/(\d{1,12}) \[")
-_TRAINER_START = re.compile(r"\*\*\*\*\* Running training \*\*\*\*\*|Num examples = ")
+TRAINER_START = re.compile(r"\*\*\*\*\* Running training \*\*\*\*\*|Num examples = ")
 
 
 _RL_KEYS = ("reward", "kl", "entropy", "frac_reward_zero_std", "reward_std", "completion_length")
@@ -33,9 +33,9 @@ def _dict_step(d: dict[str, Any], bar: tuple[int, int] | None) -> tuple[int | No
     gs = d.get("global_step/max_steps")
     if isinstance(gs, str) and "/" in gs:
         a, _, b = gs.partition("/")
-        return _step_of(a), _step_of(b)
-    if _step_of(d.get("step")) is not None:
-        return _step_of(d.get("step")), None
+        return step_of(a), step_of(b)
+    if step_of(d.get("step")) is not None:
+        return step_of(d.get("step")), None
     if bar is not None:
         return bar
     return None, None
@@ -43,7 +43,7 @@ def _dict_step(d: dict[str, Any], bar: tuple[int, int] | None) -> tuple[int | No
 
 @dataclass
 class _Segmenter:
-    """Rows of printed dicts collected into runs (see `_trl_console_segments`)."""
+    """Rows of printed dicts collected into runs (see `trl_console_segments`)."""
 
     segments: list[tuple[RawRows, list[str]]] = field(default_factory=list)
     rows: RawRows = field(default_factory=dict)
@@ -75,7 +75,7 @@ class _Segmenter:
         """An evaluation log: it belongs to the training step it was printed at."""
         at = step if step is not None else self.last_step
         if at is not None:
-            _merge(self.rows, at, _numeric_items({k: v for k, v in d.items() if k != "step"}))
+            merge_segments(self.rows, at, numeric_items({k: v for k, v in d.items() if k != "step"}))
 
     def add_train(self, d: dict[str, Any], step: int | None, this_total: int | None) -> None:
         """A training log: a new run when rows switch between supervised and RL, the bar's total changes or the
@@ -97,13 +97,13 @@ class _Segmenter:
             self.known += 1
             if self.last_step is not None and step > self.last_step:
                 self.interval = step - self.last_step
-        _merge(
-            self.rows, step, _numeric_items({k: v for k, v in d.items() if k not in ("step", "global_step/max_steps")})
+        merge_segments(
+            self.rows, step, numeric_items({k: v for k, v in d.items() if k not in ("step", "global_step/max_steps")})
         )
         self.last_step = step
 
 
-def _trl_console_segments(text: str) -> list[tuple[RawRows, list[str]]]:
+def trl_console_segments(text: str) -> list[tuple[RawRows, list[str]]]:
     """Per-step dicts printed by transformers' Trainer (TRL, Unsloth, ms-swift), among progress bars and other
     output. The step of a dict is its `global_step/max_steps` (ms-swift) or `step` entry, else the counter of the
     training progress bar printed since the previous dict, else the previous step plus the logging interval seen
@@ -112,15 +112,15 @@ def _trl_console_segments(text: str) -> list[tuple[RawRows, list[str]]]:
     seg = _Segmenter()
     bar: tuple[int, int] | None = None
     for raw_line in text.replace("\r", "\n").splitlines():
-        line = _ANSI.sub("", raw_line)
-        m = _TRL_DICT.search(line)
+        line = ANSI_ESCAPE.sub("", raw_line)
+        m = TRL_DICT.search(line)
         for b in _BAR.finditer(line[: m.start()] if m else line):
             n, t = int(b.group(1)), int(b.group(2))
             if 1 <= n <= t:
                 bar = (n, t)
         if not m:
             continue
-        d = _dict_at(line, m.start())
+        d = dict_at(line, m.start())
         if d is None or "train_runtime" in d:
             if d is not None:
                 seg.close()  # the end-of-training summary closes a run

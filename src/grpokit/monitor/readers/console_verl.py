@@ -7,14 +7,14 @@ import math
 import re
 from typing import Any
 
-from .canonical import RawRows, _merge
-from .values import _ANSI, _to_float
+from .canonical import RawRows, merge_segments
+from .values import ANSI_ESCAPE, to_float
 
 # verl: `step:12 - actor/entropy:0.43 - ...`, after any prefix (`(TaskRunner pid=1) `, timestamps); not `global_step:`
-_VERL_LINE = re.compile(r"(?<![\w/])step:(\d{1,12})\s+-\s+(.*)$")
+VERL_LINE = re.compile(r"(?<![\w/])step:(\d{1,12})\s+-\s+(.*)$")
 
 # the config dict verl prints before training, and transformers' Trainer banner
-_VERL_START = re.compile(r"'actor_rollout_ref':\s*\{")
+VERL_START = re.compile(r"'actor_rollout_ref':\s*\{")
 
 
 def _verl_row_kind(values: dict[str, float]) -> str | None:
@@ -25,7 +25,7 @@ def _verl_row_kind(values: dict[str, float]) -> str | None:
     return None  # a validation-only line: it joins whichever run it sits in
 
 
-def _verl_console_segments(text: str) -> list[RawRows]:
+def verl_console_segments(text: str) -> list[RawRows]:
     """verl console lines grouped into runs: a new run starts when the lines switch between SFT and RL, or when
     the step goes back (a fresh training, not a resume: verl resumes at the next step)."""
     segments: list[RawRows] = []
@@ -33,13 +33,13 @@ def _verl_console_segments(text: str) -> list[RawRows]:
     kind: str | None = None
     last: int | None = None
     for line in text.splitlines():
-        m = _VERL_LINE.search(_ANSI.sub("", line))
+        m = VERL_LINE.search(ANSI_ESCAPE.sub("", line))
         if not m:
             continue
         values = {}
         for part in m.group(2).split(" - "):
             key, sep, val = part.strip().rpartition(":")
-            v = _to_float(val) if sep and key else None
+            v = to_float(val) if sep and key else None
             if v is not None:
                 values[key.strip()] = v
         if not values:
@@ -49,7 +49,7 @@ def _verl_console_segments(text: str) -> list[RawRows]:
             segments.append(rows)
             rows, kind = {}, None
         kind = k or kind
-        _merge(rows, step, values)
+        merge_segments(rows, step, values)
         last = step
     if rows:
         segments.append(rows)

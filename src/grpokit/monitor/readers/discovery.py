@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .canonical import Reader, RunLog, Segment, _canonicalise
-from .console import ConsoleReader, _console_kind, _read_text
+from .canonical import Reader, RunLog, Segment, canonicalise
+from .console import ConsoleReader, console_kind, read_text_file
 from .console_areal import ArealReader
 from .console_nemo import NemoRLReader
 from .console_prime import PrimeRLReader
@@ -129,7 +129,7 @@ def detect(path: str | Path) -> tuple[str, list[Path]]:
     if not runs:
         raise ValueError(f"{Path(path).expanduser()}: not a supported training log. Supported logs: {SUPPORTED}")
     _, source, files = runs[0]
-    return ("verl" if source == "console" and _console_kind(_read_text(files[0])) == "verl" else source), files
+    return ("verl" if source == "console" and console_kind(read_text_file(files[0])) == "verl" else source), files
 
 
 def _source_name(reader: str, seg: Segment) -> str:
@@ -148,7 +148,7 @@ def read_runs(path: str | Path, run: str | None = None) -> list[RunLog]:
     logs: list[RunLog] = []
     for name, reader, files in found:
         for seg in READERS[reader].read(files):
-            rows, available, raw_names = _canonicalise(seg.raw, seg.mapper)
+            rows, available, raw_names = canonicalise(seg.raw, seg.mapper)
             full = (name + seg.name) if name or seg.name else ""
             logs.append(
                 RunLog(

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from ...run.directory import MARKER
-from .canonical import Reader, Segment, _identity_mapper
-from .jsonl import _jsonl_flavor, _jsonl_rows, _read_jsonl_objects
+from .canonical import Reader, Segment, identity_mapper
+from .jsonl import jsonl_flavor, jsonl_rows, read_jsonl_objects
 
 
-def _yaml_load(text: str) -> dict[str, Any]:
+def yaml_load(text: str) -> dict[str, Any]:
     import yaml
 
     from ...common import safe_yaml
@@ -60,7 +60,7 @@ class GrpokitReader(Reader):
             # value-pretraining rows at step 0 carry no name the sniffing below knows)
             return [("", [f])]
         if f.is_file() and f.suffix == ".jsonl":
-            flavor = _jsonl_flavor(f)
+            flavor = jsonl_flavor(f)
             if flavor == "grpokit" or (flavor is None and f.name == "metrics.jsonl" and _looks_empty(f)):
                 return [("", [f])]
         return []
@@ -68,10 +68,8 @@ class GrpokitReader(Reader):
     def read(self, files: list[Path]) -> list[Segment]:
         f = files[0]
         cfg_path = f.parent / "config.yaml"
-        cfg = _yaml_load(cfg_path.read_text(encoding="utf-8", errors="replace")) if cfg_path.is_file() else {}
-        return [
-            Segment(_jsonl_rows(_read_jsonl_objects(f)), _identity_mapper, "grpokit", "", grpokit_context(cfg), cfg)
-        ]
+        cfg = yaml_load(cfg_path.read_text(encoding="utf-8", errors="replace")) if cfg_path.is_file() else {}
+        return [Segment(jsonl_rows(read_jsonl_objects(f)), identity_mapper, "grpokit", "", grpokit_context(cfg), cfg)]
 
 
 def _looks_empty(f: Path) -> bool:

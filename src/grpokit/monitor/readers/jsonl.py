@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .canonical import _VERL_MAPPER, RawRows, Reader, Segment, _best_flavor, _merge, _ordered
+from .canonical import VERL_MAPPER, RawRows, Reader, Segment, best_flavor, merge_segments, ordered
 from .names import VERL_NAMES
-from .values import _numeric_items, _step_of
+from .values import numeric_items, step_of
 
 
 def _jsonl_values(path: Path) -> Iterator[Any]:
@@ -26,23 +26,23 @@ def _jsonl_values(path: Path) -> Iterator[Any]:
                 continue  # a line cut by a running writer
 
 
-def _read_jsonl_objects(path: Path) -> list[dict[str, Any]]:
+def read_jsonl_objects(path: Path) -> list[dict[str, Any]]:
     return [obj for obj in _jsonl_values(path) if isinstance(obj, dict)]
 
 
-def _jsonl_rows(objs: list[dict[str, Any]], step_key: str = "step") -> RawRows:
+def jsonl_rows(objs: list[dict[str, Any]], step_key: str = "step") -> RawRows:
     """Flat `{"step": N, k: v}` objects, or verl's file logger `{"step": N, "data": {k: v}}`."""
     rows: RawRows = {}
     for obj in objs:
-        step = _step_of(obj.get(step_key))
+        step = step_of(obj.get(step_key))
         if step is None:
             continue
         data = obj["data"] if isinstance(obj.get("data"), dict) else {k: v for k, v in obj.items() if k != step_key}
-        _merge(rows, step, _numeric_items(data))
+        merge_segments(rows, step, numeric_items(data))
     return rows
 
 
-def _jsonl_flavor(path: Path, max_lines: int = 50) -> str | None:
+def jsonl_flavor(path: Path, max_lines: int = 50) -> str | None:
     """'grpokit', 'verl' or 'wandb' for a JSONL metrics file (None if it is none of them)."""
     names: set[str] = set()
     nested = wandb = False
@@ -72,7 +72,7 @@ def _jsonl_flavor(path: Path, max_lines: int = 50) -> str | None:
         return "verl"
     if not seen:
         return None
-    flavor, score = _best_flavor(names, ("grpokit", "verl"))
+    flavor, score = best_flavor(names, ("grpokit", "verl"))
     return flavor if score > 0 else None
 
 
@@ -82,10 +82,10 @@ class VerlJsonlReader(Reader):
     name = "verl"
 
     def runs(self, path: Path) -> list[tuple[str, list[Path]]]:
-        if path.is_file() and path.suffix == ".jsonl" and _jsonl_flavor(path) == "verl":
+        if path.is_file() and path.suffix == ".jsonl" and jsonl_flavor(path) == "verl":
             return [("", [path])]
         return []
 
     def read(self, files: list[Path]) -> list[Segment]:
-        rows = _jsonl_rows(_read_jsonl_objects(files[0]))
-        return [Segment(_ordered(rows, list(VERL_NAMES)), _VERL_MAPPER, "verl")]
+        rows = jsonl_rows(read_jsonl_objects(files[0]))
+        return [Segment(ordered(rows, list(VERL_NAMES)), VERL_MAPPER, "verl")]

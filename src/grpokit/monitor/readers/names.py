@@ -212,4 +212,4 @@ VERL_PATTERNS: list[tuple[re.Pattern[str], str]] = [
 
 # TensorBoard tags: grpokit and verl log their own names; TRL (transformers' TensorBoardCallback) writes
 # `train/<key>` for training logs and `eval/<key>` for `eval_<key>` logs.
-_TRL_TB_PREFIXES = (("train/", ""), ("eval/", "eval_"))
+TRL_TB_PREFIXES = (("train/", ""), ("eval/", "eval_"))

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from ... import metric_names as mn
-from .canonical import FLAVORS, RawRows, Reader, Segment, _best_flavor, _merge, _ordered
-from .grpokit_run import _yaml_load, grpokit_context
-from .names import _TRL_TB_PREFIXES, TRL_NAMES, VERL_NAMES
+from .canonical import FLAVORS, RawRows, Reader, Segment, best_flavor, merge_segments, ordered
+from .grpokit_run import grpokit_context, yaml_load
+from .names import TRL_NAMES, TRL_TB_PREFIXES, VERL_NAMES
 
 _EVENTS_GLOB = "events.out.tfevents.*"
 
@@ -28,7 +28,7 @@ def _tb_scalars(files: list[Path]) -> tuple[RawRows, dict[str, str]]:
         tags = acc.Tags()
         for tag in tags.get(ea.SCALARS, []):
             for ev in sorted(acc.Scalars(tag), key=lambda e: e.wall_time):
-                _merge(rows, int(ev.step), {tag: float(ev.value)})
+                merge_segments(rows, int(ev.step), {tag: float(ev.value)})
         for tag in tags.get(ea.TENSORS, []):
             for ev in sorted(acc.Tensors(tag), key=lambda e: e.wall_time):
                 try:
@@ -39,7 +39,7 @@ def _tb_scalars(files: list[Path]) -> tuple[RawRows, dict[str, str]]:
                     v = arr.reshape(-1)[0]
                     texts[tag] = v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
                 elif arr.ndim == 0 and arr.dtype.kind in "fiub":
-                    _merge(rows, int(ev.step), {tag: float(arr)})
+                    merge_segments(rows, int(ev.step), {tag: float(arr)})
     return rows, texts
 
 
@@ -54,7 +54,7 @@ def _config_from_texts(texts: dict[str, str]) -> dict[str, Any]:
             if body.startswith("```"):
                 body = body.split("\n", 1)[1] if "\n" in body else ""
                 body = body.rsplit("```", 1)[0]
-            return _yaml_load(body)
+            return yaml_load(body)
     return {}
 
 
@@ -72,18 +72,18 @@ class TensorBoardReader(Reader):
 
     def read(self, files: list[Path]) -> list[Segment]:
         rows, texts = _tb_scalars(files)
-        flavor, _ = _best_flavor({k for r in rows.values() for k in r}, FLAVORS)
+        flavor, _ = best_flavor({k for r in rows.values() for k in r}, FLAVORS)
         if flavor == "trl":
-            rows = _ordered(rows, [pre + n for pre, _ in _TRL_TB_PREFIXES for n in TRL_NAMES])
+            rows = ordered(rows, [pre + n for pre, _ in TRL_TB_PREFIXES for n in TRL_NAMES])
         elif flavor == "verl":
-            rows = _ordered(rows, list(VERL_NAMES))
+            rows = ordered(rows, list(VERL_NAMES))
         cfg = _config_from_texts(texts)
         notes = []
         if not cfg and flavor == "grpokit":
             # a grpokit run's tb/ folder: the config sits next to it
             parent_cfg = files[0].parent.parent / "config.yaml"
             if parent_cfg.is_file():
-                cfg = _yaml_load(parent_cfg.read_text(encoding="utf-8", errors="replace"))
+                cfg = yaml_load(parent_cfg.read_text(encoding="utf-8", errors="replace"))
                 notes.append(f"config read from {parent_cfg}")
         elif cfg:
             notes.append("config read from the events' text summary")

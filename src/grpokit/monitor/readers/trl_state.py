@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .canonical import _TRL_MAPPER, RawRows, Reader, Segment, _merge, _ordered
+from .canonical import TRL_MAPPER, RawRows, Reader, Segment, merge_segments, ordered
 from .names import TRL_NAMES
-from .values import _numeric_items, _step_of
+from .values import numeric_items, step_of
 
 
 def _checkpoint_number(p: Path) -> int:
@@ -45,12 +45,12 @@ class TrlReader(Reader):
             raise ValueError(f"{files[0]}: not a TRL trainer_state.json (a JSON object with a log_history list)")
         rows: RawRows = {}
         for entry in state.get("log_history", []):
-            step = _step_of(entry.get("step")) if isinstance(entry, dict) else None
+            step = step_of(entry.get("step")) if isinstance(entry, dict) else None
             if step is not None:
-                _merge(rows, step, _numeric_items({k: v for k, v in entry.items() if k != "step"}))
+                merge_segments(rows, step, numeric_items({k: v for k, v in entry.items() if k != "step"}))
         ctx: dict[str, Any] = {}
         notes = []
         interval = state.get("logging_steps")
         if isinstance(interval, (int, float)) and interval > 1:
             notes.append(f"trainer_state.json: logging_steps = {int(interval)}")
-        return [Segment(_ordered(rows, list(TRL_NAMES)), _TRL_MAPPER, "trl", "", ctx, {}, notes)]
+        return [Segment(ordered(rows, list(TRL_NAMES)), TRL_MAPPER, "trl", "", ctx, {}, notes)]

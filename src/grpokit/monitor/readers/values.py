@@ -10,12 +10,12 @@ from typing import Any
 
 NAN = float("nan")
 # terminal colour codes, stripped from printed logs before parsing
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 _WRAPPED = re.compile(r"^(?:np|numpy|torch)?\.?(?:float|int|uint|bool_?|tensor)\w*\((.*)\)$")
 
 
-def _to_float(v: Any) -> float | None:
+def to_float(v: Any) -> float | None:
     """A number from a JSON value or a logged token (`0.5`, `nan`, `np.float64(0.5)`, `tensor(0.5)`); None if
     the value is not numeric. JSON null (grpokit writes NaN as null) reads as NaN."""
     if v is None:
@@ -36,17 +36,17 @@ def _to_float(v: Any) -> float | None:
     return None
 
 
-def _numeric_items(d: dict[str, Any]) -> dict[str, float]:
+def numeric_items(d: dict[str, Any]) -> dict[str, float]:
     out = {}
     for k, v in d.items():
-        f = _to_float(v)
+        f = to_float(v)
         if f is not None:
             out[str(k)] = f
     return out
 
 
-def _step_of(v: Any) -> int | None:
-    f = _to_float(v)
+def step_of(v: Any) -> int | None:
+    f = to_float(v)
     if f is None or not math.isfinite(f):
         return None
     return int(f)
@@ -80,7 +80,7 @@ def dict_end(line: str, start: int) -> int | None:
     return None
 
 
-def _dict_at(line: str, start: int) -> dict[str, Any] | None:
+def dict_at(line: str, start: int) -> dict[str, Any] | None:
     """The Python/JSON dict starting at `start` in a line (None if it does not parse)."""
     end = dict_end(line, start)
     if end is None:

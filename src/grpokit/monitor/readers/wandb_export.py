@@ -9,23 +9,23 @@ from pathlib import Path
 from typing import Any
 
 from .canonical import (
-    _OPENRLHF_MAPPER,
-    _TRL_MAPPER,
-    _TRL_TB_MAPPER,
-    _VERL_MAPPER,
     FLAVORS,
+    OPENRLHF_MAPPER,
+    TRL_MAPPER,
+    TRL_TB_MAPPER,
+    VERL_MAPPER,
     RawRows,
     Reader,
     Segment,
-    _best_flavor,
-    _identity_mapper,
-    _merge,
-    _ordered,
-    _table_or_prefixed,
+    best_flavor,
+    identity_mapper,
+    merge_segments,
+    ordered,
+    table_or_prefixed,
 )
-from .jsonl import _jsonl_flavor, _read_jsonl_objects
-from .names import _TRL_TB_PREFIXES, TRL_NAMES, VERL_NAMES
-from .values import _step_of, _to_float
+from .jsonl import jsonl_flavor, read_jsonl_objects
+from .names import TRL_NAMES, TRL_TB_PREFIXES, VERL_NAMES
+from .values import step_of, to_float
 
 _WANDB_STEP_COLUMNS = ("train/global_step", "trainer/global_step", "global_step", "Step", "step", "_step")
 _WANDB_SKIP = re.compile(r"(__MIN|__MAX|_runtime|_timestamp|_wandb.*)$")
@@ -42,7 +42,7 @@ def _wandb_records_to_runs(records: list[dict[str, Any]]) -> dict[str, RawRows]:
         return {}
     runs: dict[str, RawRows] = {}
     for r in records:
-        step = _step_of(r.get(step_col))
+        step = step_of(r.get(step_col))
         if step is None:
             continue
         for k, v in r.items():
@@ -51,10 +51,10 @@ def _wandb_records_to_runs(records: list[dict[str, Any]]) -> dict[str, RawRows]:
             run, sep, metric = str(k).partition(" - ")
             if not sep:
                 run, metric = "", str(k)
-            f = _to_float(v) if not (isinstance(v, str) and not v.strip()) else None
+            f = to_float(v) if not (isinstance(v, str) and not v.strip()) else None
             if f is None or (isinstance(v, str) and not v.strip()):
                 continue
-            _merge(runs.setdefault(run, {}), step, {metric: f})
+            merge_segments(runs.setdefault(run, {}), step, {metric: f})
     return runs
 
 
@@ -86,8 +86,8 @@ class WandbReader(Reader):
                 if any(c in obj[0] for c in _WANDB_STEP_COLUMNS):
                     return obj
             return None
-        if suffix == ".jsonl" and _jsonl_flavor(path) == "wandb":
-            return _read_jsonl_objects(path)
+        if suffix == ".jsonl" and jsonl_flavor(path) == "wandb":
+            return read_jsonl_objects(path)
         return None
 
     def runs(self, path: Path) -> list[tuple[str, list[Path]]]:
@@ -100,19 +100,19 @@ class WandbReader(Reader):
         runs = _wandb_records_to_runs(self._records(files[0]) or [])
         out = []
         for run, rows in runs.items():
-            flavor, _ = _best_flavor(
+            flavor, _ = best_flavor(
                 {k for r in rows.values() for k in r}, ("grpokit", "trl", "verl", "openrlhf", "roll", "areal")
             )
             if flavor == "trl":
-                rows = _ordered(rows, [pre + n for pre, _ in _TRL_TB_PREFIXES for n in TRL_NAMES] + list(TRL_NAMES))
-                mapper = _table_or_prefixed(_TRL_MAPPER, _TRL_TB_MAPPER)
+                rows = ordered(rows, [pre + n for pre, _ in TRL_TB_PREFIXES for n in TRL_NAMES] + list(TRL_NAMES))
+                mapper = table_or_prefixed(TRL_MAPPER, TRL_TB_MAPPER)
             elif flavor == "verl":
-                rows, mapper = _ordered(rows, list(VERL_NAMES)), _VERL_MAPPER
+                rows, mapper = ordered(rows, list(VERL_NAMES)), VERL_MAPPER
             elif flavor == "openrlhf":
-                mapper = _OPENRLHF_MAPPER
+                mapper = OPENRLHF_MAPPER
             elif flavor in ("roll", "areal"):
                 mapper = FLAVORS[flavor][0]
             else:
-                mapper = _identity_mapper
+                mapper = identity_mapper
             out.append(Segment(rows, mapper, flavor, run if len(runs) > 1 else ""))
         return out

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..rundata import RunData, finite
+from .panels import Panel
 from .plotting import Marker, finish, grey_out, mark_alerts, new_figure, plot_line, shade_skipped
-from .report_panels import Panel
-from .rundata import RunData, finite
 
 XLABEL = "training step"
 

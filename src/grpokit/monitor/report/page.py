@@ -1,6 +1,6 @@
 """`grpokit report PATH`: a self-contained HTML page plus one PNG per chart of a run's health.
 
-The page holds a summary block (`report_summary.py`), the doctor's diagnosis, the charts (`report_panels.py`:
+The page holds a summary block (`summary.py`), the doctor's diagnosis, the charts (`panels.py`:
 labelled axes with units, numbered alert onsets with a legend, skipped steps shaded, charts that cannot move greyed
 with the reason) and sample completions with their prompt and reference answer. Works on any log `readers.py`
 understands; a chart whose metrics the log lacks says so instead of being drawn.
@@ -12,13 +12,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .doctor import diagnose, verdict_line
-from .html_page import esc, inline_png, key_value_table, page, table
-from .outputs import prepare_output
-from .report_charts import Chart, alert_markers, chart_names, draw_all
-from .report_panels import PANELS, add_derived
-from .report_summary import summary_fields
-from .rundata import RunData, finite, load_run
+from ..doctor import diagnose, verdict_line
+from ..outputs import prepare_output
+from ..rundata import RunData, finite, load_run
+from .charts import Chart, alert_markers, chart_names, draw_all
+from .html import esc, inline_png, key_value_table, page, table
+from .panels import PANELS, add_derived
+from .summary import summary_fields
 
 MAX_COMPLETIONS = 9
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import metric_names as M
-from .rundata import RunData, finite
+from ... import metric_names as M
+from ..rundata import RunData, finite
 
 PHASE_TIMES: tuple[tuple[str, str], ...] = (
     (M.TIME_GENERATE, "generate"),

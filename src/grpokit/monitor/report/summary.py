@@ -6,8 +6,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from .. import metric_names as M
-from .rundata import RunData, finite
+from ... import metric_names as M
+from ..rundata import RunData, finite
 
 # (config key, label): the settings an engineer compares first; absent keys are left out
 KEY_HPARAMS: tuple[tuple[str, str], ...] = (
