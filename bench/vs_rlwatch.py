@@ -4,8 +4,8 @@ For each corpus run (`tests/fixtures/logs/real/<run>/`) and each log in its SOUR
 
 - grpokit: `diagnose_all(<the log file>)`, the run the truth key names (`file#k`: the k-th run of the file); its
   verdict and failure modes are scored against the truth with `grpokit.monitor.doctor.corpus` (the comparison
-  `tests/test_real_logs.py` makes). A log no grpokit reader recognises yet is reported "not read" (its true modes
-  count as misses).
+  `tests/monitor/test_real_logs.py` makes). A log no grpokit reader recognises yet is reported "not read" (its true
+  modes count as misses).
 - rlwatch (0.5.1) is run the way it runs live, through its own framework hook, fed the trainer's raw metric names:
   TRL: `rlwatch.attach(framework="trl", trainer=...)` registers its TRL callback (built by its
   `_build_trl_callback`) on a stand-in trainer, whose `on_log` is called with each `log_history` entry of
@@ -242,7 +242,7 @@ class _TrainerStandIn:
         self.callbacks.append(callback)
 
 
-def _finite(v: Any) -> bool:
+def finite_at(v: Any) -> bool:
     return isinstance(v, (int, float)) and math.isfinite(v)
 
 
@@ -307,7 +307,7 @@ def run_rlwatch(integration: str, steps: list[tuple[int, dict[str, Any]]], workd
             alerts = [(a["detector"], a["severity"], int(a["step"])) for a in monitor.store.get_alerts()]
         finally:
             monitor.stop()
-    inputs = [k for k in RLWATCH_INPUTS if any(_finite(row.get(k)) for row in metrics)]
+    inputs = [k for k in RLWATCH_INPUTS if any(finite_at(row.get(k)) for row in metrics)]
     return RlwatchSide("ran", integration, len(steps), len(metrics), inputs, alerts)
 
 

@@ -64,7 +64,7 @@ SLOW_MODULES = {
     "test_report",
     "test_trackers",
     "test_trainer",
-    "test_trainer_fixes",
+    "test_logging_resume_and_sampling",
     "test_vllm",
     "test_watch",
 }
@@ -72,9 +72,9 @@ SLOW_MODULES = {
 SLOW_TESTS = {
     "test_api.py::test_notebook_script_trains_with_in_memory_data_and_functions",
     "test_api.py::test_output_dir_is_the_run_directory_claimed_as_the_cli_claims_it",
-    "test_algos_fixes.py::test_14_2_threshold_matches_torch_quantile_and_scales_past_2_pow_24",
-    "test_algos_fixes.py::test_14_2_threshold_is_computed_over_all_ranks",
-    "test_algos_fixes.py::test_adaptive_kl_in_the_trainer_moves_beta_by_the_batch_size",
+    "test_returns_kl_and_quantiles.py::test_14_2_threshold_matches_torch_quantile_and_scales_past_2_pow_24",
+    "test_returns_kl_and_quantiles.py::test_14_2_threshold_is_computed_over_all_ranks",
+    "test_returns_kl_and_quantiles.py::test_adaptive_kl_in_the_trainer_moves_beta_by_the_batch_size",
     "test_audit.py::test_audit_reward_cli",
     "test_audit.py::test_hanging_reward_is_reported_as_timeout_and_stops_early",
     "test_code_exec.py::test_audit_reward_code_probes_pass_for_code_exec",

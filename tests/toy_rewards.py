@@ -69,7 +69,7 @@ def always_raises(completions: list[str], examples: list) -> list[float]:
     raise KeyError("answer_text")
 
 
-# --- rewards written for other trainers, used unchanged (tests/test_reward_signatures.py) ---------------------
+# --- rewards written for other trainers, used unchanged (tests/rewards/test_reward_signatures.py) ---------------------
 
 
 def reward_len(completions, **kwargs):

@@ -4,7 +4,7 @@ Every process samples the same global batch (same weights, same seed, the plain 
 keeps prompts [r*k/W, (r+1)*k/W) (whole groups; with `uneven`, rank 0 keeps all but the last prompt, so the ranks
 run different numbers of micro-batches) and runs grpokit's advantage and update phases on them; the
 updated parameters (of the policy: under FSDP2 the replica the sharded learner refreshes) are saved to
-OUT/params_{sharding}_rank{r}_of{W}.pt. `tests/test_distributed.py` compares them with a
+OUT/params_{sharding}_rank{r}_of{W}.pt. `tests/parallel/test_distributed.py` compares them with a
 1-process run on the whole batch."""
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ the first) it reaches `point(POINT)`. Unset (always, outside tests) it costs one
 | `model_saved` | `save_model_dir`, the weights written, the tokenizer not yet (a checkpoint's or the final model's) |
 | `final_saved` | the final model written, the run not yet closed |
 
-`tests/test_resume_kill.py` kills a run at each of them and checks that `--resume` gives the rows of a run never
-killed.
+`tests/training/test_resume_kill.py` kills a run at each of them and checks that `--resume` gives the rows of a run
+never killed.
 """
 
 from __future__ import annotations

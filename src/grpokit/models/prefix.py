@@ -3,7 +3,7 @@ once and its key/value cache is expanded to the group (in sampling and in the le
 
 In the learner the expansion is an index into the prompt's keys/values, so gradients from all G completions flow
 back into the one shared prompt computation: the same gradient as G separate forward passes, with the prompt
-computed once instead of G times (verified against the plain forward in tests/test_prefix.py).
+computed once instead of G times (verified against the plain forward in tests/models/test_prefix.py).
 """
 
 from __future__ import annotations

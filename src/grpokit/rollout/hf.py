@@ -28,7 +28,7 @@ def sample_tokens(logp: torch.Tensor) -> torch.Tensor:
 
     Same distribution as `torch.multinomial(logp.exp(), 1)`, which on CPU draws V random numbers per row
     (54 ms per decode step for [32, 49152] on a 2-core Xeon against 2.2 ms here: ~2.5 s of a 48-token rollout).
-    The default draw. Its draws match the distribution (tests/test_rollout.py). (It once looked as if the tiny
+    The default draw. Its draws match the distribution (tests/rollout/test_rollout.py). (It once looked as if the tiny
     model stopped learning with it: the tiny-model learning tests passed for one random stream only. Over seeds
     1 and 2 `torch.multinomial` did not learn in 14 steps either; the tests now use a setting that learns under
     every seed tried with either draw.)

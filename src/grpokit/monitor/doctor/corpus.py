@@ -1,5 +1,5 @@
 """The corpus of real training logs (`tests/fixtures/logs/real/`) and the scoring of a diagnosis against its ground
-truth, shared by `tests/test_real_logs.py` and `bench/vs_rlwatch.py`.
+truth, shared by `tests/monitor/test_real_logs.py` and `bench/vs_rlwatch.py`.
 
 Each directory of the corpus holds one log kept byte for byte and a `SOURCE` file whose YAML front matter (between
 the first two `---` lines) says where the log comes from and gives the ground truth: a `truth` mapping from run name
@@ -107,7 +107,7 @@ class Comparison:
 
     @property
     def ok(self) -> bool:
-        """The diagnosis matches the truth entry in every respect `tests/test_real_logs.py` checks."""
+        """The diagnosis matches the truth entry in every respect `tests/monitor/test_real_logs.py` checks."""
         m = self.modes
         wrong = m.missed or m.false_alarms or self.missing_findings or self.missing_notes
         return self.verdict_ok and not wrong

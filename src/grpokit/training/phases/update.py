@@ -212,7 +212,7 @@ def _mini_batch(
     if state.critic_opt is not None:
         all_reduce_grads([p for p in state.critic.parameters() if p.requires_grad], state.info)
         agg[mn.CRITIC_GRAD_NORM] = state.critic_opt.step()
-        agg[mn.CRITIC_LR] = state.critic_opt.optimizer.param_groups[0]["state"]
+        agg[mn.CRITIC_LR] = state.critic_opt.optimizer.param_groups[0]["lr"]
     clock["optimizer"] += time.perf_counter() - t0
     return agg
 

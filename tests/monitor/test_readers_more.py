@@ -17,7 +17,7 @@ from grpokit.monitor.readers import CANONICAL, READERS, RunLog, detect, read_run
 from grpokit.monitor.readers.console_skyrl import STEPS_NOTE
 from grpokit.monitor.readers.names_more import TABLES
 
-LOGS = Path(__file__).parent / "fixtures" / "logs"
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 REAL = LOGS / "real"
 SKYRL_BLOWUP = REAL / "skyrl_grpo_tau_bench_kl_blowup" / "output.log"
 SKYRL_SPIKE = REAL / "skyrl_grpo_tau_bench_6_steps_kl_spike" / "output.log"
@@ -382,8 +382,8 @@ def test_detect_names_the_new_sources(path: Path, source: str) -> None:
 
 # ----------------------------------------------------------------------------------------------------- doctor
 
-# The doctor on each real SkyRL / NeMo-RL log, against its SOURCE truth (tests/test_real_logs.py checks the whole
-# truth; this holds what these readers decide).
+# The doctor on each real SkyRL / NeMo-RL log, against its SOURCE truth (tests/monitor/test_real_logs.py checks the
+# whole truth; this holds what these readers decide).
 REAL_DOCTOR = [
     # (run, verdict prefix or None, modes required, modes allowed)
     ("skyrl_grpo_tau_bench_kl_blowup", "failing", {"KL drift", "numerical trouble"}, set()),

@@ -1,6 +1,6 @@
-"""Defects found by a new user (issue 8), each pinned by a test that failed before its fix: REINFORCE++ returns
-across masked positions (docs/math.md §2 convention), KL in the reward for REINFORCE++-baseline (§15.2, §16), the
-adaptive KL controller's n (§2), and a top-entropy threshold that scales past 2^24 tokens and spans ranks (§14.2)."""
+"""REINFORCE++ returns across masked positions (docs/math.md §2 convention), KL in the reward for REINFORCE++-baseline
+(§15.2, §16), the adaptive KL controller's n (§2), and a top-entropy threshold that scales past 2^24 tokens and spans
+ranks (§14.2); each test failed on the code before its fix."""
 
 from __future__ import annotations
 

@@ -17,8 +17,8 @@ from grpokit.monitor.compare.page import PANELS, make_compare
 from grpokit.monitor.compare.table import final_table
 from grpokit.monitor.rundata import load_run, x_positions
 
-LOGS = Path(__file__).parent / "fixtures" / "logs"
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parent)}
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
 
 
 @pytest.fixture(scope="module")

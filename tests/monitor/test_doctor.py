@@ -18,7 +18,7 @@ from grpokit.monitor.doctor.diagnose import VERDICT_MEANING
 from grpokit.monitor.report import make_report
 from grpokit.training import Trainer, fit
 
-LOGS = Path(__file__).parent / "fixtures" / "logs"
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 # a tiny model with a reward that is always 0: every group has zero variance (advantage collapse)
 COLLAPSING_TINY_RUN = [
     "model.name=tiny",
@@ -32,7 +32,7 @@ COLLAPSING_TINY_RUN = [
     "monitor.thresholds={advantage_collapse: {window: 2}}",
     f"train.seed={SEED}",
 ]
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parent)}
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
 
 
 def doctor(*args: str) -> subprocess.CompletedProcess:

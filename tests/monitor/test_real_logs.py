@@ -16,7 +16,7 @@ import pytest
 
 from grpokit.monitor.doctor.corpus import compare, corpus_runs, diagnoses_by_key, read_source
 
-REAL = Path(__file__).parent / "fixtures" / "logs" / "real"
+REAL = Path(__file__).parents[1] / "fixtures" / "logs" / "real"
 RUNS = corpus_runs(REAL)
 
 
@@ -57,7 +57,7 @@ def test_doctor_matches_the_ground_truth(name: str) -> None:
 
 
 def test_readme_table_lists_every_corpus_run_with_its_verdict() -> None:
-    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     for name in RUNS:
         for run, want in source(name)["truth"].items():
             row = next((line for line in readme.splitlines() if f"`{name}`" in line and f"`{run}`" in line), None)

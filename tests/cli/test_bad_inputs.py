@@ -26,7 +26,7 @@ from grpokit.config import build_config
 from grpokit.monitor.detectors import Monitor
 from grpokit.run.directory import claim_run_dir
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parents[1]
 SMALL = [
     "--model",
     "tiny",

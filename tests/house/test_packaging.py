@@ -8,7 +8,7 @@ from pathlib import Path
 
 import tomllib
 
-PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
 def core_requirements() -> set[str]:

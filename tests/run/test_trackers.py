@@ -136,7 +136,7 @@ def test_trackio_gets_config_metrics_and_alerts_in_its_local_store(tmp_path: Pat
         "from grpokit.training import Trainer, fit\n"
         "cfg = build_config('grpo', overrides={!r})\n"
         "fit(Trainer(cfg, Path({!r})), None, eval_before=False)\n"
-    ).format(str(Path(__file__).parent), FAST + ["train.steps=3", "train.report_to=[trackio]"], str(tmp_path))
+    ).format(str(Path(__file__).parents[1]), FAST + ["train.steps=3", "train.report_to=[trackio]"], str(tmp_path))
     env = {k: v for k, v in __import__("os").environ.items() if k != "TRACKIO_DIR"}
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]

@@ -116,7 +116,7 @@ def test_math_verify_math_probes() -> None:
 
 
 def test_audit_reward_cli(tmp_path: Path) -> None:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parent)}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
 
     def run(*args: str) -> subprocess.CompletedProcess:
         cmd = [sys.executable, "-m", "grpokit.cli", "audit-reward", *args]

@@ -22,7 +22,7 @@ from grpokit.preflight import (
     zero_variance,
 )
 
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parent)}
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
 TINY = ["rollout.group_size=4", "rollout.max_new_tokens=4", "rollout.prompts_per_step=2"]
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 # lowest first; a room may import its own modules and those of any room in a lower layer, nothing else
 LAYERS: list[tuple[str, ...]] = [

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parent)}
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
 
 
 def grpokit(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parents[1]
 ARGS = [
     "--model", "tiny", "--steps", "3",
     "--set", "model.precision=fp32",

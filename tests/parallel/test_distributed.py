@@ -19,7 +19,7 @@ import torch
 from grpokit.parallel.distributed import reduce_metrics
 from grpokit.training.phases.rollout import PromptStream
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "dist_scripts" / "one_update.py"
 
 

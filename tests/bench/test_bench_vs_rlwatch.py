@@ -14,7 +14,7 @@ from grpokit.monitor.doctor.corpus import compare, corpus_runs, read_source, sco
 
 pytest.importorskip("rlwatch")
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import vs_rlwatch  # noqa: E402

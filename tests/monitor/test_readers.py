@@ -12,7 +12,7 @@ import pytest
 from grpokit.monitor.readers import CANONICAL, READERS, TRL_NAMES, VERL_NAMES, RunLog, detect, read_run, read_runs
 from grpokit.monitor.readers.discovery import discover
 
-LOGS = Path(__file__).parent / "fixtures" / "logs"
+LOGS = Path(__file__).parents[1] / "fixtures" / "logs"
 TRL_HEALTHY = LOGS / "trl_healthy"
 TRL_CONSTANT = LOGS / "trl_constant_reward"
 VERL_CONSOLE = LOGS / "verl_console.log"

@@ -1,7 +1,7 @@
-"""Trainer defects found by a new user (issue 8), each pinned by a test that failed before its fix: the alert
-count reaches metrics.jsonl, the reward worker is closed, autopilot interventions survive --resume, dynamic
-sampling logs the accuracy of everything sampled and of the kept batch separately, and KL in the reward reaches
-REINFORCE++-baseline."""
+"""The trainer's logging, resume and sampling: the alert count reaches metrics.jsonl, the reward worker is closed,
+autopilot interventions survive --resume, dynamic sampling logs the accuracy of everything sampled and of the kept
+batch separately and names the fix when it falls short, and KL in the reward reaches REINFORCE++-baseline; each test
+failed on the code before its fix."""
 
 from __future__ import annotations
 
