@@ -8,6 +8,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ...common.registry import Registry
 from .rows import StepWindow, first_logged
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
@@ -169,9 +170,9 @@ class Windowed(Detector):
         return self.values.values()
 
 
-DETECTORS: dict[str, type[Detector]] = {}
+DETECTORS = Registry("detector")
 
 
 def register(cls: type[Detector]) -> type[Detector]:
-    DETECTORS[cls.name] = cls
+    DETECTORS.add(cls.name, cls)
     return cls

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .canonical import Reader, RunLog, Segment, canonicalise
+from ...common.registry import Registry
+from .canonical import RunLog, Segment, canonicalise
 from .console import ConsoleReader, console_kind, read_text_file
 from .console_areal import ArealReader
 from .console_nemo import NemoRLReader
@@ -22,23 +23,26 @@ from .wandb_export import WandbReader
 #: The readers, in detection order (a grpokit run directory also holds TensorBoard events; a TRL output
 #: directory too: the richer, native log wins). The consoles of SkyRL, NeMo-RL, prime-rl, slime, ROLL and AReaL are each
 #: recognised by their own lines before the generic console reader is asked.
-READERS: dict[str, Reader] = {
-    r.name: r
-    for r in (
-        GrpokitReader(),
-        TrlReader(),
-        VerlJsonlReader(),
-        WandbReader(),
-        SkyRLReader(),
-        NemoRLReader(),
-        PrimeRLReader(),
-        SlimeReader(),
-        RollReader(),
-        ArealReader(),
-        ConsoleReader(),
-        TensorBoardReader(),
-    )
-}
+READERS = Registry.of(
+    "log format",
+    {
+        r.name: r
+        for r in (
+            GrpokitReader(),
+            TrlReader(),
+            VerlJsonlReader(),
+            WandbReader(),
+            SkyRLReader(),
+            NemoRLReader(),
+            PrimeRLReader(),
+            SlimeReader(),
+            RollReader(),
+            ArealReader(),
+            ConsoleReader(),
+            TensorBoardReader(),
+        )
+    },
+)
 
 SUPPORTED = (
     "grpokit run directory (metrics.jsonl); "
