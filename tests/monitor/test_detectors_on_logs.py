@@ -162,3 +162,18 @@ def test_a_kl_above_the_bar_from_the_first_step_is_an_offset_and_only_a_rise_is_
     a = next(a for a in diagnose(verl_log(tmp_path / "rise", rows))["alerts"] if a["mode"] == "KL drift")
     assert (a["step"], a["severity"], a["evidence"]["kl_first"]) == (5, "critical", 0.83)
     assert "3x its first logged value 0.83" in a["message"]
+
+
+def test_a_gradient_norm_beyond_any_healthy_scale_is_numerical_trouble_without_history(tmp_path: Path) -> None:
+    """slime on SWE-Gym (real/slime_grpo_swegym_grad_norm_1e9): `train/grad_norm` 2.96e9 at step 1 and 2.2e9 at step
+    28, nothing logged before: no spike against a level, but above 1e5 no LLM update is healthy. 837 (the corpus'
+    worst real blow-up) stays a matter for the spike rule."""
+    rows = [
+        {"actor/grad_norm": g, "critic/score/mean": 0.4, "actor/entropy": 0.6} for g in (2955012562.8, 2217390918.5)
+    ]
+    diag = diagnose(verl_log(tmp_path / "huge", rows))
+    a = next(a for a in diag["alerts"] if a["mode"] == "numerical trouble")
+    assert (a["step"], a["severity"], a["cleared_at"]) == (1, "warning", None) and "healthy scale" in a["message"]
+    assert diag["verdict"] == "warnings"
+    rows = [{**r, "actor/grad_norm": g} for r, g in zip(rows, (837.0, 800.0))]
+    assert "numerical trouble" not in modes(diagnose(verl_log(tmp_path / "large", rows)))

@@ -24,13 +24,17 @@ class Numerical(Detector):
     Before `min_rows` earlier norms exist, a log's first rows are judged with a much larger ratio: from
     `early_rows` (2) earlier norms on, a norm above `early_spike` (50) x their median (and above `grad_floor`) is a
     spike (never from a median of 0: two zero norms are steps without an update, not a level). A median of two or
-    three norms is a rough level, hence the 5x stricter ratio: the first rows of the
-    corpus' healthy runs vary by less than 10x, while a blow-up such as SkyRL's 103 against 0.75 and 1.24 (138x)
-    is caught at the row it happens instead of going unjudged."""
+    three norms is a rough level, hence the 5x stricter ratio: the first rows of the corpus' healthy runs vary by
+    less than 10x, while a blow-up such as SkyRL's 103 against 0.75 and 1.24 (104x their median) is caught at the
+    row it happens instead of going unjudged.
+
+    A norm above `grad_abs_max` (1e5) is numerical trouble at any row, history or not: no healthy LLM update has a
+    gradient norm that large (the corpus' worst blow-up, SkyRL's KL explosion, peaks at 837), so it is an overflow or
+    a broken norm (slime on SWE-Gym: 2.96e9 at step 1 and 2.2e9 at step 28, "unexpectedly large" by its user)."""
 
     name, mode = "numerical", "numerical trouble"
     spike, history, grad_floor, min_rows = 10.0, 20, 1.0, 5
-    early_spike, early_rows = 50.0, 2
+    early_spike, early_rows, grad_abs_max = 50.0, 2, 1e5
     requires = ((mn.TRAIN_GRAD_NORM, mn.TRAIN_NONFINITE_GRAD, mn.TRAIN_NONFINITE_LOSS),)
 
     def __init__(self, context: dict[str, Any] | None = None, **params: Any) -> None:
@@ -75,6 +79,17 @@ class Numerical(Detector):
             return (self.active, None) if mn.TRAIN_GRAD_NORM not in m else (False, None)
         prev = list(self.norms)
         self.norms.append(g)
+        if g > self.grad_abs_max:
+            return True, self.new_alert(
+                step,
+                "warning",
+                f"gradient norm {g:.3g} is beyond any healthy scale (above {self.grad_abs_max:g}): an overflow or a "
+                "broken norm computation",
+                {"grad_norm": g, "ceiling": self.grad_abs_max},
+                "check the gradient-norm computation and the precision (fp32 master weights, loss scaling); lower "
+                "the learning rate (train.lr)",
+                ["train.lr*=0.5"],
+            )
         early = len(prev) < self.min_rows
         if len(prev) >= min(self.min_rows, self.early_rows):
             med = statistics.median(prev)
