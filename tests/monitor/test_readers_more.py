@@ -357,7 +357,7 @@ def _expected_reader(path: Path) -> str | None:
         return "nemo-rl"
     if rel.startswith("prime_rl_run/logs/"):
         return "prime-rl"
-    if rel == "slime_console/slime.log":
+    if rel == "slime_console/slime.log" or (rel.startswith("real/slime_") and path.name != "SOURCE"):
         return "slime"
     return None
 
@@ -571,3 +571,30 @@ def test_roll_and_areal_wandb_exports_are_read_with_their_names(tmp_path: Path) 
     (tmp_path / "areal_history.json").write_text(json.dumps(areal), encoding="utf-8")
     log = read_run(tmp_path / "areal_history.json")
     assert log.flavor == "areal" and log.rows[0][mn.REWARD_MEAN] == 0.4
+
+
+@needs_real_logs
+def test_skyrl_steps_skipped_for_an_all_empty_batch_are_rows_without_an_update() -> None:
+    """The fork's "Skipping training step because the entire batch was invalid." (every response empty) is a step
+    without an update: its row says so, next to the rewards line it still printed."""
+    log = read_run(REAL / "skyrl_grpo_tau_bench_empty_responses" / "output.log")
+    assert log.steps == [1, 2, 3, 4, 5] and all(r[mn.TRAIN_SKIPPED_UPDATE] == 1.0 for r in log.rows)
+    assert _row(log, 1)[mn.REWARD_MEAN] == pytest.approx(0.07161458333333333)
+    assert mn.ENTROPY_TOKEN_MEAN not in log.available  # no policy metrics: nothing trained
+    diag = diagnose(REAL / "skyrl_grpo_tau_bench_empty_responses" / "output.log")
+    assert diag["verdict"] == "never trained"
+    assert "update skipped" in next(f["message"] for f in diag["findings"] if f["kind"] == "never_trained")
+
+
+def test_slime_step_lines_pasted_without_their_logging_prefix(tmp_path: Path) -> None:
+    """Lines copied into an issue lose slime's `[time] file:line - ` prefix; `step N: {...}` at the start of a line is
+    read the same way (real/slime_grpo_swegym_grad_norm_1e9 holds two such lines)."""
+    lines = [
+        "step 1: {'train/loss': 0.1, 'train/entropy_loss': 0.6, 'train/grad_norm': 0.5, 'train/step': 1}",
+        "",
+        "step 2: {'train/loss': 0.2, 'train/entropy_loss': 0.5, 'train/grad_norm': 0.4, 'train/step': 2}",
+    ]
+    log = read_run(_write(tmp_path, "pasted.txt", lines))
+    assert log.source == "slime" and log.steps == [1, 2] and _row(log, 2)[mn.TRAIN_GRAD_NORM] == 0.4
+    # a TRL / transformers dict without train/ keys is not slime's
+    assert not READERS["slime"].runs(_write(tmp_path, "trl.txt", ["step 1: {'loss': 0.1, 'reward': 0.5}"]))

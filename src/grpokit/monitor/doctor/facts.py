@@ -26,6 +26,7 @@ RL_SIGNALS = (
     mn.MISMATCH_PREFIX,
     mn.LENGTH_PREFIX,
     mn.CRITIC_PREFIX,
+    mn.TRAIN_SKIPPED_UPDATE,  # an update skipped by an RL trainer (grpokit; SkyRL's "Skipping training step")
 )
 
 

@@ -4,7 +4,9 @@ Per step the trainer prints `Started: 'step'`, the rewards line (`avg_raw_reward
 `Finished: 'step', time cost: Ts` and the policy's status dict (`{'policy_loss': ..., 'policy_kl': ...}`), none of
 them with a step number: steps are counted from the `Started: 'step'` lines, and the "Training Step Progress: k/N"
 bar printed before each (k steps done, so this is step k + 1) sets the count when present (a resumed run starts
-above 1). Where the log has the fork's `[Step N] Logged ... metrics` lines, their N wins.
+above 1). Where the log has the fork's `[Step N] Logged ... metrics` lines, their N wins. A step whose batch had no
+valid sample prints "Skipping training step because the entire batch was invalid." and makes no update: its row
+says so (`skipped_update` 1).
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ _REWARDS = re.compile(
     _SOURCE + r"((?:avg_raw_rewards|avg_final_rewards|reward/avg_raw_reward|reward/avg_pass_at_\d+):.*)$"
 )
 _NAMED = re.compile(r"([\w/@]{1,100}): (" + NUMBER + r")(?=,|\s*$)")
+# the fork's `trainer.py:260` warning when no sample of the step's batch is valid: the step ends without an update
+_SKIPPED = re.compile(_SOURCE + r"Skipping training step because")
+SKIPPED = "skipped_update"  # the row key this reader gives that warning (SKYRL_NAMES maps it)
 
 STEPS_NOTE = (
     "SkyRL's console prints no step number with its metrics: steps are counted from its \"Started: 'step'\" lines "
@@ -91,6 +96,8 @@ def _parse_line(st: _State, line: str) -> None:
         _renumber(st, int(m.group(1)))
     elif m := _FINISHED.search(line):
         _timer(st, m.group(1), m.group(2))
+    elif st.step is not None and _SKIPPED.search(line):
+        merge(st.rows, st.step, {SKIPPED: 1.0})
     elif st.step is not None and (values := _values(line)):
         merge(st.rows, st.step, values)
 

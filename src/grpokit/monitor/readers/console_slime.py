@@ -3,6 +3,7 @@
 the training side `rollout R: {...}` (`rollout/raw_reward`, `rollout/response_lengths`, ...), then one
 `step N: {'train/loss': ..., 'train/step': N}` line per optimizer step (`critic-step N` for a critic; N counts
 optimizer steps from 0 over the whole run) and a `perf R: {...}` of training times; `eval R: {...}` for evaluations.
+Lines pasted without their logging prefix (`step N: {...}` at the start of a line) are read the same way.
 The rows are slime's training steps; each rollout's values join the row of its first training step. The detectors'
 context comes from Megatron's printed arguments (`  eps_clip ........ 0.2`); with --calculate-per-token-loss there
 the entropy is read as a token mean (`SLIME_PER_TOKEN_NAMES`)."""
@@ -18,7 +19,8 @@ from .canonical import RawRows, Segment
 from .console_text import TextLogReader, dict_pairs, in_table_order, merge, read_text, table_mapper
 from .names_more import SLIME_NAMES, SLIME_PER_TOKEN_NAMES
 
-_LINE = re.compile(r" - ((?:[a-z]+-)?step|rollout|perf|eval) (\d+): (\{.*\})\s*$")
+# after the logging prefix (` - `), or at the start of a line (lines pasted without their prefix, as in issue reports)
+_LINE = re.compile(r"(?:^\s*| - )((?:[a-z]+-)?step|rollout|perf|eval) (\d+): (\{.*\})\s*$")
 _ARG = re.compile(r"^[ \t]*(\w{1,100}) \.{3,} (\S+)[ \t]*$", re.M)
 _CONTEXT_ARGS = (
     "eps_clip",
@@ -121,7 +123,7 @@ class SlimeReader(TextLogReader):
         return any(
             (m := _LINE.search(line)) and ("'train/" in m.group(3) or "'rollout/" in m.group(3))
             for line in head.splitlines()
-            if " - " in line
+            if ": {" in line
         )
 
     def read(self, files: list[Path]) -> list[Segment]:

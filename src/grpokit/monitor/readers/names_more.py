@@ -44,6 +44,9 @@ SKYRL_NAMES: dict[str, tuple[str, ...]] = {
     "raw_grad_norm": (mn.TRAIN_GRAD_NORM,),
     "grad_norm": (mn.TRAIN_GRAD_NORM,),
     "policy_lr": (mn.TRAIN_LR,),
+    # the console reader's key for the fork's "Skipping training step because the entire batch was invalid." warning
+    # (`trainer.py:260`, then `continue`: no update at that step)
+    "skipped_update": (mn.TRAIN_SKIPPED_UPDATE,),
     # the `Timer("step")` / `Timer("generate")` wall times (`timing/step`, `timing/generate` in the trackers), read
     # from the console's "Finished: 'step', time cost: Ts" lines
     "timing/step": (mn.TIME_STEP,),
