@@ -29,7 +29,7 @@ def test_recipes_lists_every_published_method() -> None:
 def test_recipes_show_prints_resolved_config() -> None:
     out = grpokit("recipes", "show", "dapo")
     assert out.returncode == 0, out.stderr
-    assert "eps_high: 0.28" in out.stdout and "dynamic_sampling: true" in out.stdout
+    assert "eps_high: 0.28" in out.stdout and "group_filter: dynamic_sampling" in out.stdout
 
 
 @pytest.mark.parametrize(
