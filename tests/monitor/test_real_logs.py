@@ -1,9 +1,10 @@
 """`grpokit doctor` on a corpus of real training logs from public repositories (issue 13).
 
 Each directory under `tests/fixtures/logs/real/` holds one log file kept byte-for-byte as found and a `SOURCE` file:
-where it comes from (repository, path, commit, sha256), what its authors said, and the ground truth derived from the
-log and their words, as a `truth` mapping per run: the doctor's verdict, the exact set of failure modes it must
-report (anything else is a false alarm, anything missing a miss), the findings and notes it must state.
+where it comes from (repository, path, commit, sha256; or the issue a log was pasted in), what its authors said, and
+the ground truth derived from the log and their words, as a `truth` mapping per run: the doctor's verdict, the exact
+set of failure modes it must report (anything else is a false alarm, anything missing a miss), the findings and notes
+it must state.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def source(name: str) -> dict[str, Any]:
 
 def test_the_corpus_has_at_least_ten_runs_from_public_repositories() -> None:
     runs = [(name, run) for name in RUNS for run in source(name)["truth"]]
-    assert len(RUNS) >= 10 and len(runs) >= 10
+    assert len(RUNS) >= 25 and len(runs) >= 25
     assert len({source(name)["repository"] for name in RUNS}) >= 6
     trainers = " ".join(source(name)["trainer"] for name in RUNS)
     assert "TRL" in trainers and "verl" in trainers and "OpenRLHF" in trainers
@@ -38,7 +39,10 @@ def test_log_is_kept_byte_for_byte(name: str) -> None:
     stored = REAL / name / src["stored_as"].split(" ")[0]
     data = stored.read_bytes()
     assert hashlib.sha256(data).hexdigest() == src["sha256"] and len(data) == src["size_bytes"]
-    assert src["repository"] in src["url"] and src["commit"] in src["url"] and len(src["commit"]) == 40
+    if "issue" in src:  # a log pasted in an issue: the issue is the source (no commit)
+        assert src["url"] == f"https://github.com/{src['repository']}/issues/{src['issue']}"
+    else:
+        assert src["repository"] in src["url"] and src["commit"] in src["url"] and len(src["commit"]) == 40
 
 
 @pytest.mark.parametrize("name", RUNS)
@@ -56,12 +60,14 @@ def test_doctor_matches_the_ground_truth(name: str) -> None:
         assert not c.missing_notes, (run, d["notes"])
 
 
-def test_readme_table_lists_every_corpus_run_with_its_verdict() -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+@pytest.mark.parametrize("page", ["README.md", "docs/diagnosis.md"])
+def test_readme_table_lists_every_corpus_run_with_its_verdict(page: str) -> None:
+    """The corpus tables: README.md's summary and docs/diagnosis.md's (with sources and ground truths)."""
+    text = (Path(__file__).parents[2] / page).read_text(encoding="utf-8")
     for name in RUNS:
         for run, want in source(name)["truth"].items():
-            row = next((line for line in readme.splitlines() if f"`{name}`" in line and f"`{run}`" in line), None)
-            assert row is not None, f"README table lacks {name} {run}"
+            row = next((line for line in text.splitlines() if f"`{name}`" in line and f"`{run}`" in line), None)
+            assert row is not None, f"{page}'s corpus table lacks {name} {run}"
             assert want["verdict"].split(";")[0] in row, row
 
 
