@@ -15,7 +15,7 @@ For each corpus run (`tests/fixtures/logs/real/<run>/`) and each log in its SOUR
   receives, as its console logger prints it); OpenRLHF: `RLWatchOpenRLHFLogger(monitor).log_train(step, logs)`
   with each step's status dict (for these two `rlwatch.attach` finds no verl / OpenRLHF installed here and falls
   back to manual mode; the tracker / logger is then wired to the monitor as its own message tells users to). rlwatch
-  has no integration for SkyRL or NeMo-RL: those logs say "no integration".
+  has no integration for SkyRL, NeMo-RL or slime: those logs say "no integration".
   Its thresholds are its defaults (including the alert cooldown of 100 steps and 50 alerts per run); its SQLite
   store goes to a temporary directory; Slack / email / Discord / webhook channels are set off through its config
   (overriding any RLWATCH_* variable); its console panels (always on, not configurable) and log lines are
@@ -113,6 +113,7 @@ OTHER_MODES = {
 INTEGRATIONS: list[tuple[re.Pattern[str], str | None]] = [
     (re.compile(r"\bSkyRL\b"), None),
     (re.compile(r"\bNeMo-RL\b"), None),
+    (re.compile(r"\bslime\b"), None),
     (re.compile(r"\bOpenRLHF\b"), "openrlhf"),
     (re.compile(r"\bverl\b", re.IGNORECASE), "verl"),
     (re.compile(r"\bTRL\b"), "trl"),
@@ -619,8 +620,8 @@ def report(entries: list[Entry], header: bool = True) -> str:
             '"not read" and its true modes count as misses. rlwatch runs as it does live, through its TRL callback, '
             "its verl tracking backend or its OpenRLHF logger fed each step's dict in the trainer's own key names, "
             "with its default thresholds; its alert channels off and its store in a temporary directory. It has no "
-            'integration for SkyRL or NeMo-RL ("no integration": their true modes count as misses). Its alerts are '
-            "mapped to grpokit's modes by what each detector measures (last table); an alert of a detector without "
+            'integration for SkyRL, NeMo-RL or slime ("no integration": their true modes count as misses). Its alerts '
+            "are mapped to grpokit's modes by what each detector measures (last table); an alert of a detector without "
             "a counterpart is listed, not scored. See `bench/vs_rlwatch.py`.",
             "",
             'What rlwatch can see is in the column "rlwatch fed": the metrics its hook maps from the trainer\'s keys. '

@@ -118,7 +118,7 @@ def test_mapping_covers_rlwatch_detectors_and_names_grpokit_modes() -> None:
 
 
 def test_integration_follows_the_trainer_of_every_corpus_run() -> None:
-    want = {"trl": "trl", "verl": "verl", "openrlhf": "openrlhf", "skyrl": None, "nemo": None}
+    want = {"trl": "trl", "verl": "verl", "openrlhf": "openrlhf", "skyrl": None, "nemo": None, "slime": None}
     for name in corpus_runs(vs_rlwatch.CORPUS):
         trainer = read_source(vs_rlwatch.CORPUS / name)["trainer"]
         assert vs_rlwatch.integration_of(trainer) == want[name.split("_")[0]], (name, trainer)
