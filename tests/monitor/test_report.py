@@ -108,7 +108,8 @@ def test_report_page_has_summary_greyed_charts_skipped_steps_and_completions(run
     assert "<h2>Summary</h2>" in html and f"{used} on cpu" in html
     assert "cannot move: train.ppo_epochs=1 and train.mini_batches=1" in html
     assert "A1 CRITICAL advantage collapse" in html  # numbered like the markers on the charts
-    verdict = "<p class='verdict critical'><b>verdict: failing: a critical failure mode is active"
+    # every update was skipped (no group had mixed rewards): the verdict says so first, in the colour of a failure
+    verdict = "<p class='verdict critical'><b>verdict: never trained: no update changed the model"
     assert verdict in html and html.index(verdict) < html.index("<h2>Summary</h2>")  # the verdict leads
     assert "<h2>Sample completions</h2>" in html and "What is" in html  # the add1 prompts
     pngs = {p.name for p in page.parent.glob("*.png")}
