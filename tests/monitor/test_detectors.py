@@ -110,7 +110,7 @@ def test_advantage_collapse_fires_when_the_window_mean_reaches_the_threshold() -
 
 
 def test_advantage_collapse_severity_data_advice_and_actions() -> None:
-    a = one(feed(AdvantageCollapse(), [zv_row(0.6, all_correct=0.6, all_wrong=0.0)] * 5))
+    a = one(feed(AdvantageCollapse(), [zv_row(0.6, all_correct=0.4, all_wrong=0.2)] * 5))
     assert a.severity == "warning" and "harder prompts" in a.fix
     # already using dynamic sampling: nothing to switch on
     a = one(feed(AdvantageCollapse({"dynamic_sampling": True}), [zv_row(1.0)] * 5))
@@ -150,17 +150,20 @@ def test_a_mode_returning_within_the_cooldown_is_not_alerted_again() -> None:
 
 
 def test_zero_variance_groups_that_are_all_correct_read_as_the_task_learned() -> None:
-    """Most groups all-correct (and more than all-wrong) is convergence, information with the advice to stop; the
-    same zero-variance share of all-wrong groups is a critical collapse."""
+    """Zero-variance groups that are nearly all all-correct are convergence, information with the advice to stop
+    (whatever their share of all groups); the same zero-variance share of all-wrong groups is a critical collapse."""
     a = one(feed(AdvantageCollapse(), [zv_row(0.9, all_correct=0.85, all_wrong=0.05)] * 5))
     assert (a.mode, a.severity, a.actions) == ("convergence", "info", [])
     assert "task is learned" in a.message and "monitor.stop_when_learned=true" in a.fix
+    assert a.evidence["learned_share"] == 0.944 and "94% of those are all-correct" in a.message
+    a = one(feed(AdvantageCollapse(), [zv_row(0.6, all_correct=0.6, all_wrong=0.0)] * 5))
+    assert (a.mode, a.severity) == ("convergence", "info")
     a = one(feed(AdvantageCollapse(), [zv_row(0.9, all_correct=0.05, all_wrong=0.85)] * 5))
     assert (a.mode, a.severity) == ("advantage collapse", "critical")
-    # below `learned` (0.8) of the groups all-correct, the zero-variance groups are still wasted compute
-    a = one(feed(AdvantageCollapse(), [zv_row(0.9, all_correct=0.75, all_wrong=0.15)] * 5))
+    # below `learned` (0.8) of the zero-variance groups all-correct, they are still wasted compute
+    a = one(feed(AdvantageCollapse(), [zv_row(0.9, all_correct=0.6, all_wrong=0.3)] * 5))
     assert (a.mode, a.severity) == ("advantage collapse", "critical") and "harder prompts" in a.fix
-    a = one(feed(AdvantageCollapse(learned=0.7), [zv_row(0.9, all_correct=0.75, all_wrong=0.15)] * 5))
+    a = one(feed(AdvantageCollapse(learned=0.6), [zv_row(0.9, all_correct=0.6, all_wrong=0.3)] * 5))
     assert (a.mode, a.severity) == ("convergence", "info")
 
 
@@ -171,9 +174,9 @@ def test_a_collapse_that_turns_into_the_task_learned_changes_reading_and_severit
     first = one(feed(mon, [zv_row(0.9, all_correct=0.3, all_wrong=0.6)] * 5))
     assert (first.mode, first.severity) == ("advantage collapse", "critical") and mon.active() == ["advantage collapse"]
     assert feed(mon, [zv_row(1.0, all_correct=1.0, all_wrong=0.0)] * 3, start=6) == []
-    # all-correct share over the window 0.72 < 0.8: still a collapse
+    # all-correct share of the zero-variance groups over the window 0.75 < 0.8: still a collapse
     assert mon.escalated == [] and (first.mode, first.severity) == ("advantage collapse", "critical")
-    feed(mon, [zv_row(1.0, all_correct=1.0, all_wrong=0.0)], start=9)  # 0.86 all-correct, 0.12 all-wrong
+    feed(mon, [zv_row(1.0, all_correct=1.0, all_wrong=0.0)], start=9)  # 0.86 all-correct, 0.12 all-wrong: 0.88
     assert mon.escalated == [first] and (first.mode, first.severity) == ("convergence", "info")
     assert first.escalations == [
         {"step": 9, "mode": "convergence", "from_mode": "advantage collapse"},

@@ -197,9 +197,8 @@ def test_the_demo_scenario_current_advice_saturation_and_generation_cap(tmp_path
     assert collapse["current"]["evidence"]["zero_variance_frac"] == 0.99
     assert (collapse["mode"], collapse["severity"]) == ("convergence", "info")
     assert collapse["escalations"] == [
-        {"step": 15, "from": "warning", "to": "critical"},
-        {"step": 16, "mode": "convergence", "from_mode": "advantage collapse"},
-        {"step": 16, "from": "critical", "to": "info"},
+        {"step": 15, "mode": "convergence", "from_mode": "advantage collapse"},
+        {"step": 15, "from": "warning", "to": "info"},
     ]
     assert (
         "algo.group_filter=dynamic_sampling" not in collapse["fix"] and "monitor.stop_when_learned" in collapse["fix"]
@@ -213,8 +212,8 @@ def test_the_demo_scenario_current_advice_saturation_and_generation_cap(tmp_path
     assert all(a["severity"] == "info" for a in diag["alerts"])
     text = render(diag)
     assert text.splitlines()[1] == "  verdict: converged / saturated: " + VERDICT_MEANING["converged / saturated"]
-    assert "now (step 36)" in text and "99%" in text and "eased: critical -> info at step 16" in text
-    assert "became: convergence at step 16" in text and "CRITICAL" not in text.split("\n1. ")[1]
+    assert "now (step 36)" in text and "99%" in text and "eased: warning -> info at step 15" in text
+    assert "became: convergence at step 15" in text and "CRITICAL" not in text.split("\n1. ")[1]
     assert doctor(str(d)).returncode == 0
     html = make_report(d).read_text()  # the report leads with the same verdict, in the colour of good news
     verdict = "<p class='verdict good'><b>verdict: converged / saturated: the task is learned"

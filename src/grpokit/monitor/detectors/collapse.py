@@ -21,8 +21,8 @@ class AdvantageCollapse(Windowed):
     `window` steps or less often fills the window with one row, and one row is a moment, not a sustained state
     (TRL/Unsloth's Chaos-Economy run, two generations per prompt, logged every 5 steps: 0.6 at step 175 between
     0.0 and 0.2).
-    When the all-correct groups average at least `learned` of all groups (and outnumber the all-wrong ones), the
-    zero variance is the task learned: mode "convergence", severity info, advice to stop."""
+    When at least `learned` of the zero-variance groups are all-correct (the split logged as zv/all_correct and
+    zv/all_wrong), the zero variance is the task learned: mode "convergence", severity info, advice to stop."""
 
     name, mode = "advantage_collapse", "advantage collapse"
     threshold, critical, window, learned, min_rows = 0.5, 0.8, 5, 0.8, 2
@@ -78,8 +78,8 @@ class AdvantageCollapse(Windowed):
                 step,
                 "info",
                 f"{zv:.0%} of groups have zero variance over the last {self.window} steps and "
-                f"{ev['all_correct_frac']:.0%} of groups are all-correct: the model solves these prompts (the task "
-                "is learned), not a collapse",
+                f"{ev['learned_share']:.0%} of those are all-correct: the model solves these prompts (the task is "
+                "learned), not a collapse",
                 ev,
                 "the task is learned for this model: stop here (monitor.stop_when_learned=true stops a run by "
                 "itself), or train on harder prompts (grpokit preflight filters always-solved ones)",
@@ -145,10 +145,13 @@ class AdvantageCollapse(Windowed):
 
 
 def _learned(ev: dict[str, Any], floor: float) -> bool:
-    """The zero-variance groups are the task learned: all-correct groups are at least `floor` of all groups and
-    outnumber the all-wrong ones."""
+    """The zero-variance groups are the task learned: at least `floor` of them are all-correct (all-correct share /
+    (all-correct + all-wrong) over the window). Records that share in `ev` as `learned_share`."""
     right, wrong = ev.get("all_correct_frac"), ev.get("all_wrong_frac")
-    return isinstance(right, float) and isinstance(wrong, float) and right >= floor and right > wrong
+    if not (isinstance(right, float) and isinstance(wrong, float)) or right + wrong <= 0:
+        return False
+    ev["learned_share"] = round(right / (right + wrong), 3)
+    return ev["learned_share"] >= floor
 
 
 RANGE_SIGNAL = "adv/min=max"  # the zero-variance signal derived from the range of the step's advantages or rewards
