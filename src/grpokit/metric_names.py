@@ -17,6 +17,7 @@ REWARD_MAX = "reward/max"  # largest reward (foreign logs; range checks)
 REWARD_ACCURACY = "reward/accuracy"  # mean correctness (accuracy score) over finite rewards
 REWARD_VALID_FRAC = "reward/valid_frac"  # share of samples with a finite reward
 REWARD_FAIL_FRAC = "reward/fail_frac"  # share of samples whose reward function failed
+REWARD_NA_FRAC = "reward/na_frac"  # share of samples no reward applies to (every one returned None): not failures
 REWARD_SECONDS = "reward/seconds"  # wall time of scoring the step
 REWARD_BATCH_RETRIES = "reward/batch_retries"  # batches re-scored one by one after a worker failure
 REWARD_SAMPLED_N = "reward/sampled_n"  # samples scored over every generation round

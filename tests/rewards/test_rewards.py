@@ -287,12 +287,12 @@ def test_none_is_not_applicable_and_left_out_of_the_weighted_sum(user_module: st
     assert result.metrics["reward/none_on_bad_none_frac"] == pytest.approx(1 / 3)
     assert result.metrics["reward/format_none_frac"] == 0.0
     assert result.metrics["reward/fail_frac"] == 0.0
-    # a sample no reward applies to cannot be scored: one "none" failure
+    # a sample no reward applies to is not a failure: it scores 0 (as TRL does) and counts in reward/na_frac
     with RewardManager([(f"{user_module}:none_on_bad", 1.0)]) as m:
         result = m.score(completions, [_ex("1")] * 3)
-    [failure] = result.failures
-    assert (failure.index, failure.kind) == (1, "none") and "no other reward applies" in failure.message
-    assert math.isnan(result.rewards[1]) and result.rewards[0] == result.rewards[2] == 1.0
+    assert result.failures == [] and result.not_applicable == [1]
+    assert result.rewards == [1.0, 0.0, 1.0]
+    assert result.metrics["reward/na_frac"] == pytest.approx(1 / 3) and result.metrics["reward/fail_frac"] == 0.0
 
 
 def test_batch_level_failure_with_no_bad_sample_is_counted(user_module: str) -> None:
@@ -304,15 +304,19 @@ def test_batch_level_failure_with_no_bad_sample_is_counted(user_module: str) -> 
 
 def test_exceeding_max_fail_frac_raises_a_clear_error(user_module: str) -> None:
     completions = ["bad 1", "bad 2", "fine", "bad 3"]
-    with RewardManager([(f"{user_module}:none_on_bad", 1.0)], max_fail_frac=0.5) as m:
+    with RewardManager([(f"{user_module}:raises_on_bad", 1.0)], max_fail_frac=0.5) as m:
         with pytest.raises(RewardFailureError) as info:
             m.score(completions, [_ex("1")] * 4)
     msg = str(info.value)
-    assert "none_on_bad" in msg and "3 of 4" in msg and "3 none" in msg and "'bad 1'" in msg
+    assert "raises_on_bad" in msg and "3 of 4" in msg and "3 exception" in msg and "'bad 1'" in msg
     assert "reward.max_fail_frac" in msg
     assert [f.index for f in info.value.failures] == [0, 1, 3]
-    with RewardManager([(f"{user_module}:none_on_bad", 1.0)], max_fail_frac=0.8) as m:
+    with RewardManager([(f"{user_module}:raises_on_bad", 1.0)], max_fail_frac=0.8) as m:
         assert m.score(completions, [_ex("1")] * 4).metrics["reward/fail_frac"] == 0.75
+    # the same share of samples no reward applies to (None) is no failure: nothing raises at max_fail_frac=0.5
+    with RewardManager([(f"{user_module}:none_on_bad", 1.0)], max_fail_frac=0.5) as m:
+        metrics = m.score(completions, [_ex("1")] * 4).metrics
+    assert metrics["reward/fail_frac"] == 0.0 and metrics["reward/na_frac"] == 0.75
 
 
 def test_in_process_reward_failure_raises_with_the_reward_name() -> None:

@@ -25,6 +25,7 @@ class RewardCaller:
         self._log.setLevel(logging.ERROR)
         self.latencies: list[float] = []
         self.failures: list[dict[str, str]] = []
+        self.not_applicable: list[str] = []  # cases the reward returned None for (not failures)
         self.timeouts = 0
 
     @property
@@ -32,7 +33,8 @@ class RewardCaller:
         return self.timeouts >= MAX_TIMEOUTS
 
     def score(self, texts: list[str], examples: list[Example], case: str) -> list[float] | None:
-        """Scores (NaN where that sample failed), or None when skipped after repeated timeouts."""
+        """Scores (NaN where that sample failed or the reward returned None), or None when skipped after repeated
+        timeouts."""
         if self.gave_up:
             return None
         t0 = time.perf_counter()
@@ -40,6 +42,7 @@ class RewardCaller:
         self.latencies.append(time.perf_counter() - t0)
         for f in res.failures:
             self.failures.append({"case": case, "kind": f.kind, "message": f.message})
+        self.not_applicable += [case] * len(res.not_applicable)
         if any(f.kind == "timeout" for f in res.failures):
             self.timeouts += 1
         return list(res.per_reward[self.manager.rewards[0].name])

@@ -50,6 +50,7 @@ def audit_reward(
         "slow_calls": sum(t > SLOW_FRACTION * timeout_s for t in lat),
     }
     report["failures"] = caller.failures
+    report["not_applicable"] = caller.not_applicable
     report["skipped_after_timeouts"] = caller.gave_up
     report["issues"] = _issues(report)
     report["verdict"] = "PASS" if not report["issues"] else "ISSUES FOUND"
@@ -64,10 +65,13 @@ def _failure_issues(r: dict[str, Any], kinds: dict[str, int]) -> list[str]:
             f"timeout: {kinds['timeout']} call(s) ran past {r['timeout_s']:g} s (worker killed)"
             + ("; remaining cases skipped" if r["skipped_after_timeouts"] else "")
         )
-    for k in ("exception", "none", "nan", "wrong_count"):
+    for k in ("exception", "nan", "wrong_count"):
         if kinds.get(k):
             first = next(f for f in r["failures"] if f["kind"] == k)
             out.append(f"{k}: {kinds[k]} failure(s), first in '{first['case']}': {first['message'][:160]}")
+    na = r.get("not_applicable", [])
+    if na:  # not a failure in training (reward/na_frac), but a probe of the reward's own answer kind should apply
+        out.append(f"not applicable: returned None on {len(na)} case(s), first '{na[0]}' (see reward.not_applicable)")
     return out
 
 

@@ -133,6 +133,18 @@ def _on_divergence(cfg: Any) -> Finding | None:
     )
 
 
+@CHECKS.register("reward_not_applicable")
+def _reward_not_applicable(cfg: Any) -> Finding | None:
+    """reward.not_applicable names a policy of grpokit/rewards/applicability.py (zero | exclude)."""
+    from ..rewards.applicability import not_applicable_policy
+
+    try:
+        not_applicable_policy(cfg.reward.not_applicable)
+    except ValueError as e:
+        return Finding("error", "reward.not_applicable", str(e))
+    return None
+
+
 @CHECKS.register("schedule_counts")
 def _schedule_counts(cfg: Any) -> Finding | None:
     t = cfg.train

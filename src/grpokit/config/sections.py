@@ -84,6 +84,9 @@ class RewardConfig:
     weights: list[float] = field(default_factory=list)
     timeout_s: float = 10.0
     max_fail_frac: float = 0.5
+    # a sample every reward returned None for: zero (reward 0, as TRL) | exclude (left out of training); never a
+    # failure, counted in reward/na_frac (grpokit/rewards/applicability.py)
+    not_applicable: str = "zero"
     sandbox_read: str = "limited"  # limited | all
     sandbox_readable: list[str] = field(default_factory=list)  # more paths rewards may read (sandbox_read=limited)
     sandbox_env: list[str] = field(default_factory=list)  # environment variables passed on, e.g. [OPENAI_API_KEY]

@@ -18,7 +18,9 @@ still surface when the manager is built, reported by the worker. Only `isolation
 Conventions: each function is called by its signature — grpokit `fn(completions, examples)`, TRL keyword
 style, or verl `compute_score` (see `signature.py`); `score(..., prompts=, completion_ids=, trainer_state=)`
 passes what TRL-style rewards may ask for. None means "not applicable": that reward is left out of the
-sample's weighted sum; a sample no reward applies to is a failure of kind "none".
+sample's weighted sum; a sample no reward applies to is not a failure: it gets what `not_applicable` says (0, as
+TRL does, or NaN: left out of training; `applicability.py`), is counted in `reward/na_frac` (never toward
+`max_fail_frac`) and warned about once per manager, with the count.
 
 Failures: a reward that raises, times out, or returns the wrong number of values for the batch is retried
 sample by sample (each call again bounded by `timeout_s`) so the good samples still get scored; NaN/inf,
@@ -38,6 +40,7 @@ from typing import Any
 
 from .. import metric_names as mn
 from ..data.example import Example
+from .applicability import not_applicable_policy
 from .isolation import (
     LOAD_TIMEOUT_S,
     InlineRunner,
@@ -113,6 +116,8 @@ class RewardManager:
     name or, for `module:function`, the function name (the full spec when two would clash). `sandbox` sets the
     worker's limits (`SandboxLimits()`: no network, 2 GiB, `timeout_s` CPU seconds per call, writes only in a
     private directory; `None` runs the worker unconfined). A value beyond +-`max_abs_value` is a failure.
+    `not_applicable` ("zero" or "exclude", `applicability.NOT_APPLICABLE`) is the reward of a sample every reward
+    returned None for.
     """
 
     def __init__(
@@ -125,6 +130,7 @@ class RewardManager:
         isolation: str = "auto",
         sandbox: SandboxLimits | None = SandboxLimits(),  # noqa: B008 (frozen, immutable)
         max_abs_value: float = MAX_ABS_VALUE,
+        not_applicable: str = "zero",
     ) -> None:
         if not specs:
             raise ValueError("RewardManager needs at least one (reward, weight) pair, e.g. [('exact_numeric', 1.0)]")
@@ -139,6 +145,9 @@ class RewardManager:
         self.timeout_s = float(timeout_s)
         self.max_fail_frac = float(max_fail_frac)
         self.max_abs_value = float(max_abs_value)
+        self.not_applicable = not_applicable
+        self._na = not_applicable_policy(not_applicable)
+        self.na_samples = 0  # samples no reward applied to, over every batch scored so far
         self.rewards: list[_Reward] = []
         for entry, weight in specs:
             self.rewards.append(self._reward(entry, weight, isolation))
@@ -207,7 +216,10 @@ class RewardManager:
         return self._process
 
     def close(self) -> None:
-        """Stop the worker process."""
+        """Stop the worker process; log how many samples no reward applied to, if any."""
+        if self.na_samples:
+            log.info("%d sample(s) in all had no applicable reward (reward/na_frac)", self.na_samples)
+            self.na_samples = 0
         self._process.close()
 
     def __enter__(self) -> RewardManager:
@@ -301,23 +313,47 @@ class RewardManager:
 
     def _combine(
         self, completions: list[str], per_reward: dict[str, list[float]], failures: list[RewardFailure]
-    ) -> tuple[list[float], set[int]]:
-        """The weighted sum of the applicable rewards per sample (NaN where one failed or none applies; the latter
-        is added to `failures`), and the failed samples. Raises when more than `max_fail_frac` failed."""
+    ) -> tuple[list[float], set[int], list[int]]:
+        """The weighted sum of the applicable rewards per sample (NaN where one failed; the `not_applicable` policy's
+        value where none applies), the failed samples and the not-applicable ones. Raises when more than
+        `max_fail_frac` failed (not-applicable samples are not failures)."""
         n = len(completions)
         failed = {f.index for f in failures}
-        rewards = []
+        rewards, na = [], []
         for i in range(n):
             applicable = [r for r in self.rewards if not math.isnan(per_reward[r.name][i])]
-            if i not in failed and not applicable:
-                failed.add(i)
-                msg = "returned None (not applicable) and no other reward applies to this sample"
-                failures.append(self._fail(self.rewards[0], i, completions[i], "none", msg))
-            rewards.append(math.nan if i in failed else sum(r.weight * per_reward[r.name][i] for r in applicable))
+            if i in failed:
+                rewards.append(math.nan)
+            elif not applicable:
+                na.append(i)
+                rewards.append(self._na.value)
+            else:
+                rewards.append(sum(r.weight * per_reward[r.name][i] for r in applicable))
         if len(failed) > self.max_fail_frac * n:
             names = list(dict.fromkeys(f.reward for f in failures))
             raise failure_error(names, failures, n, self.max_fail_frac)
-        return rewards, failed
+        return rewards, failed, na
+
+    def _warn_not_applicable(self, na: list[int], n: int, completions: list[str]) -> None:
+        """Count the batch's not-applicable samples; warn the first time (then only debug lines): one warning per
+        run, not one per batch."""
+        first = not self.na_samples
+        self.na_samples += len(na)
+        what = "scored 0 (as TRL does)" if self._na.trains else "left out of training"
+        level = logging.WARNING if first else logging.DEBUG
+        log.log(
+            level,
+            "%d of %d samples: no reward applies (every reward returned None), e.g. sample %d %r; %s "
+            "(reward.not_applicable=%s), counted in %s, not as failures%s",
+            len(na),
+            n,
+            na[0],
+            completions[na[0]][:80],
+            what,
+            self.not_applicable,
+            mn.REWARD_NA_FRAC,
+            "; this warning is shown once, the manager's total is logged when it closes" if first else "",
+        )
 
     def score(
         self,
@@ -342,9 +378,11 @@ class RewardManager:
         per_reward, failures, metrics = self._score_all(
             completions, examples, CallContext(prompts, completion_ids, trainer_state)
         )
-        rewards, failed = self._combine(completions, per_reward, failures)
+        rewards, failed, na = self._combine(completions, per_reward, failures)
+        if na:
+            self._warn_not_applicable(na, n, completions)
         accuracy = per_reward[self.correctness]
-        metrics |= batch_metrics(rewards, accuracy, per_reward, failures, len(failed))
+        metrics |= batch_metrics(rewards, accuracy, per_reward, failures, len(failed), len(na))
         metrics[mn.REWARD_SECONDS] = time.perf_counter() - t0
         if failures:
             first = failures[0]
@@ -358,4 +396,4 @@ class RewardManager:
                 first.kind,
                 first.message,
             )
-        return RewardResult(rewards, accuracy, per_reward, failures, metrics)
+        return RewardResult(rewards, accuracy, per_reward, failures, metrics, na)

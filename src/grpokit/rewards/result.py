@@ -5,15 +5,17 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-FAILURE_KINDS = ("exception", "nan", "none", "wrong_count", "timeout", "sandbox")
+from ..common.errors import GrpokitError
+
+FAILURE_KINDS = ("exception", "nan", "wrong_count", "timeout", "sandbox")
 COMPLETION_CHARS = 200
 
 
 @dataclass
 class RewardFailure:
     """One sample one reward could not score. `kind` is one of FAILURE_KINDS: "nan" covers +-inf and values
-    beyond the manager's `max_abs_value`; "none" is a sample no reward applies to (all returned None);
-    "sandbox" is a reward stopped by a sandbox limit (the message names it)."""
+    beyond the manager's `max_abs_value`; "sandbox" is a reward stopped by a sandbox limit (the message names it).
+    A sample no reward applies to (every reward returned None) is no failure: see `RewardResult.not_applicable`."""
 
     reward: str
     index: int
@@ -25,6 +27,8 @@ class RewardFailure:
 @dataclass
 class RewardResult:
     """Scores of one batch. Samples with any failed reward get `rewards[i] = nan` (excluded from training).
+    `not_applicable` lists the samples no reward applies to (every reward returned None): not failures; their
+    reward is the manager's `not_applicable` policy's (0, or NaN to leave them out).
 
     `per_reward[name]` holds the unweighted values (NaN where that reward failed or returned None, "not
     applicable"); `accuracy` is the correctness reward's values (NaN where it failed or did not apply).
@@ -35,9 +39,10 @@ class RewardResult:
     per_reward: dict[str, list[float]]
     failures: list[RewardFailure] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)
+    not_applicable: list[int] = field(default_factory=list)
 
 
-class RewardFailureError(RuntimeError):
+class RewardFailureError(GrpokitError, RuntimeError):
     """Too many samples of a batch could not be scored; `failures` holds what was found."""
 
     def __init__(self, message: str, failures: list[RewardFailure]) -> None:

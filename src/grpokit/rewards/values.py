@@ -43,14 +43,16 @@ def batch_metrics(
     per_reward: dict[str, list[float]],
     failures: list[RewardFailure],
     n_failed: int,
+    n_not_applicable: int = 0,
 ) -> dict[str, float]:
-    """Mean reward and accuracy, failed share and failures by kind, and each reward's mean and share of samples it
-    does not apply to (None, not failed)."""
+    """Mean reward and accuracy, failed share and failures by kind, the share of samples no reward applies to, and
+    each reward's mean and share of samples it does not apply to (None, not failed)."""
     n = len(rewards)
     metrics = {
         mn.REWARD_MEAN: mean(rewards),
         mn.REWARD_ACCURACY: mean(accuracy),
         mn.REWARD_FAIL_FRAC: n_failed / n if n else 0.0,
+        mn.REWARD_NA_FRAC: n_not_applicable / n if n else 0.0,
     }
     metrics |= {f"{mn.REWARD_FAILURES_PREFIX}{k}": float(sum(f.kind == k for f in failures)) for k in FAILURE_KINDS}
     metrics |= {f"{mn.REWARD_PREFIX}{name}_mean": mean(v) for name, v in per_reward.items()}
