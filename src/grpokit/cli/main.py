@@ -11,25 +11,26 @@ from typing import Any
 
 import yaml
 
+from ..common.errors import GrpokitError
 from ..common.version import VERSION
+from .trl_flags import apply_trl_flags
 
 
 def _quiet_libraries() -> None:
-    """Keep the terminal for grpokit's own progress: no per-shard bars or info logs from transformers."""
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-        hf_logging.set_verbosity_error()
-    except ImportError:
-        pass
+    """Keep the terminal for grpokit's own progress: no per-shard bars or info logs from transformers. Set through
+    the environment variables transformers and huggingface_hub read when first imported (a user's own setting
+    wins), so a command that never loads a model never imports them."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 def cmd_recipes(args: argparse.Namespace) -> int:
-    from ..algos.compose import component_keys
-    from ..config import build_config, list_recipes, load_recipe
+    from ..config import list_recipes, load_recipe
 
-    if args.action == "show":
+    if args.action == "show":  # the bound components: the algorithm registry (torch) is imported here only
+        from ..algos.compose import component_keys
+        from ..config import build_config
+
         if not args.name:
             print("usage: grpokit recipes show NAME", file=sys.stderr)
             return 2
@@ -291,22 +292,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..config import ConfigError
-    from ..models import ModelSpecError
-    from ..rewards import RewardFailureError
-    from ..run.checkpoint import CheckpointError
-    from ..training.phases.filter import DynamicSamplingError
-
-    args = build_parser().parse_args(argv)
+    args, extra = build_parser().parse_known_args(argv)
+    apply_trl_flags(args, extra)  # TRL's flag names on train/preflight, translated by meaning; others refused
     _quiet_libraries()
     try:
         return int(args.fn(args) or 0)
-    except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr)
-        return 2
-    except (ModelSpecError, CheckpointError, RewardFailureError, DynamicSamplingError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    except GrpokitError as e:  # a config, model, checkpoint, reward or sampling error: its label and status
+        print(f"{e.label}: {e}", file=sys.stderr)
+        return e.exit_code
     except ValueError as e:  # bad data or reward specs found while setting up; GRPOKIT_DEBUG=1 shows the traceback
         if os.environ.get("GRPOKIT_DEBUG"):
             raise

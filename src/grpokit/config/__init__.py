@@ -13,22 +13,7 @@ and the closest valid key. One module per job:
 
 from __future__ import annotations
 
-from .build import build_config, config_from_dict
-from .coerce import coerce
-from .errors import ConfigError
-from .keys import RECIPE_META_KEYS, all_keys, apply_mapping, did_you_mean, key_hint, parse_override, set_key, type_hints
-from .recipes import list_recipes, load_recipe, read_yaml, recipe_dir
-from .resolve import VAPO_ALPHA_TIMES_LMAX, resolve_config
-from .sections import (
-    Config,
-    CriticConfig,
-    DataConfig,
-    ModelConfig,
-    MonitorConfig,
-    RewardConfig,
-    RolloutConfig,
-    TrainConfig,
-)
+from ..common.lazy import lazy_exports
 
 __all__ = [
     "RECIPE_META_KEYS",
@@ -58,3 +43,46 @@ __all__ = [
     "resolve_config",
     "set_key",
 ]
+
+# imported on first use: `grpokit --help` imports this package and must not import torch through it
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "build": (
+            "build_config",
+            "config_from_dict",
+        ),
+        "coerce": ("coerce",),
+        "errors": ("ConfigError",),
+        "keys": (
+            "RECIPE_META_KEYS",
+            "all_keys",
+            "apply_mapping",
+            "did_you_mean",
+            "key_hint",
+            "parse_override",
+            "set_key",
+            "type_hints",
+        ),
+        "recipes": (
+            "list_recipes",
+            "load_recipe",
+            "read_yaml",
+            "recipe_dir",
+        ),
+        "resolve": (
+            "VAPO_ALPHA_TIMES_LMAX",
+            "resolve_config",
+        ),
+        "sections": (
+            "Config",
+            "CriticConfig",
+            "DataConfig",
+            "ModelConfig",
+            "MonitorConfig",
+            "RewardConfig",
+            "RolloutConfig",
+            "TrainConfig",
+        ),
+    },
+)

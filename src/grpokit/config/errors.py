@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from ..common.errors import GrpokitError
 
-class ConfigError(ValueError):
-    """A bad configuration key or value."""
+
+class ConfigError(GrpokitError, ValueError):
+    """A bad configuration key or value: `config error: ...`, exit status 2 (a usage error)."""
+
+    label = "config error"
+    exit_code = 2

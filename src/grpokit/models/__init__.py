@@ -8,30 +8,7 @@
 
 from __future__ import annotations
 
-from .embedded import (
-    DEFAULT_MODEL,
-    EMBEDDED_MODELS,
-    MODEL_CHOICES,
-    SANITY_PROMPT,
-    TINY_MODEL,
-    EmbeddedModel,
-    ModelSpecError,
-    cache_dir,
-    ensure_embedded_model,
-    greedy_chat,
-)
-from .loading import apply_lora, build_tiny_model, load_model_and_tokenizer
-from .precision import (
-    PRECISION_CHOICES,
-    Precision,
-    autocast_ctx,
-    cpu_bf16_decision,
-    cpu_bf16_is_fast,
-    cpu_description,
-    param_dtype,
-    precision_reason,
-    resolve_precision,
-)
+from ..common.lazy import lazy_exports
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -57,3 +34,38 @@ __all__ = [
     "param_dtype",
     "resolve_precision",
 ]
+
+# imported on first use: `grpokit --help` imports this package and must not import torch through it
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "embedded": (
+            "DEFAULT_MODEL",
+            "EMBEDDED_MODELS",
+            "MODEL_CHOICES",
+            "SANITY_PROMPT",
+            "TINY_MODEL",
+            "EmbeddedModel",
+            "ModelSpecError",
+            "cache_dir",
+            "ensure_embedded_model",
+            "greedy_chat",
+        ),
+        "loading": (
+            "apply_lora",
+            "build_tiny_model",
+            "load_model_and_tokenizer",
+        ),
+        "precision": (
+            "PRECISION_CHOICES",
+            "Precision",
+            "autocast_ctx",
+            "cpu_bf16_decision",
+            "cpu_bf16_is_fast",
+            "cpu_description",
+            "param_dtype",
+            "precision_reason",
+            "resolve_precision",
+        ),
+    },
+)

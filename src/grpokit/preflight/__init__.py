@@ -17,24 +17,7 @@ as p = 1 at every group size); sample more prompts or a larger G for sharper num
 
 from __future__ import annotations
 
-from .command import cmd_preflight, register_cli
-from .estimates import (
-    CACHE_FRACTION,
-    GROUP_SIZES,
-    LENGTH_MARGIN,
-    LOW_ENTROPY_NATS,
-    NEAR_UNIFORM,
-    RELATIVE_LOW,
-    ZV_TARGET,
-    entropy_verdict,
-    histogram,
-    percentiles,
-    recommend_group_size,
-    recommend_length,
-    zero_variance,
-)
-from .measure import run_preflight, write_outputs
-from .render import render
+from ..common.lazy import lazy_exports
 
 __all__ = [
     "CACHE_FRACTION",
@@ -56,3 +39,34 @@ __all__ = [
     "write_outputs",
     "zero_variance",
 ]
+
+# imported on first use: `grpokit --help` imports this package and must not import torch through it
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "command": (
+            "cmd_preflight",
+            "register_cli",
+        ),
+        "estimates": (
+            "CACHE_FRACTION",
+            "GROUP_SIZES",
+            "LENGTH_MARGIN",
+            "LOW_ENTROPY_NATS",
+            "NEAR_UNIFORM",
+            "RELATIVE_LOW",
+            "ZV_TARGET",
+            "entropy_verdict",
+            "histogram",
+            "percentiles",
+            "recommend_group_size",
+            "recommend_length",
+            "zero_variance",
+        ),
+        "measure": (
+            "run_preflight",
+            "write_outputs",
+        ),
+        "render": ("render",),
+    },
+)

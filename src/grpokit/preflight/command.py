@@ -9,9 +9,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .measure import run_preflight
-from .render import render
-
 
 def _progress(line: str) -> None:
     """Progress lines go to stderr, so `--json` output stays one JSON document on stdout."""
@@ -20,13 +17,18 @@ def _progress(line: str) -> None:
 
 def cmd_preflight(args: argparse.Namespace) -> int:
     from ..config import build_config
+    from .measure import run_preflight  # torch and transformers: imported when the command runs, not for --help
+    from .render import render
 
     overrides = list(args.set or [])
     if args.group_size is not None:
         overrides.append(f"rollout.group_size={args.group_size}")
     if args.max_new_tokens is not None:
         overrides.append(f"rollout.max_new_tokens={args.max_new_tokens}")
-    cfg = build_config(args.recipe, overrides, **{"model.name": args.model, "data.task": args.data})
+    if args.data is not None:  # the old name of --task (one name per concept across subcommands)
+        print("preflight: warning: --data is deprecated, use --task (as grpokit train does)", file=sys.stderr)
+    task = args.task or args.data or "add1"
+    cfg = build_config(args.recipe, overrides, **{"model.name": args.model, "data.task": task})
     out = Path(args.out or f"runs/preflight-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
         report = run_preflight(cfg, args.prompts, out, progress=_progress)
@@ -44,13 +46,14 @@ def register_cli(sub: Any) -> argparse.ArgumentParser:
     """Add the `preflight` subcommand to an argparse sub-parsers object."""
     p = sub.add_parser("preflight", help="measure the starting model on the data before training")
     p.add_argument("--model", default="smollm2-135m-instruct", help="smollm2-135m-instruct, tiny, or a local dir")
-    p.add_argument("--data", default="add1", help="built-in task (add1, add2, mul1, countdown) or a data file")
+    p.add_argument("--task", default=None, help="built-in task (add1, add2, mul1, countdown) or a data file")
+    p.add_argument("--data", default=None, help="deprecated: the old name of --task")
     p.add_argument("--recipe", default="grpo", help="recipe whose rollout settings to use")
     p.add_argument("--prompts", type=int, default=32, help="prompts to sample (default 32)")
     p.add_argument("--group-size", type=int, default=None, help="samples per prompt (default: the recipe's)")
-    p.add_argument("--max-new-tokens", type=int, default=None, help="default: the recipe's")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="new tokens per sample (default: the recipe's)")
     p.add_argument("--out", default=None, help="output directory (default runs/preflight-<stamp>)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, repeatable")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(fn=cmd_preflight)
     return p

@@ -47,6 +47,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ..common import faults
+from ..common.errors import GrpokitError
 from . import rng
 
 STEP_RE = re.compile(r"^step_(\d+)$")
@@ -54,7 +55,7 @@ STATE_DIR = "trainer_state"
 FORMAT = 2  # 1: flat files (model.safetensors, state.json, trainer_state.pt), read for runs written before
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(GrpokitError, RuntimeError):
     """A checkpoint that cannot be read."""
 
 

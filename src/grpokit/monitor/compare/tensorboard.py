@@ -6,7 +6,9 @@ TensorBoard's RELATIVE horizontal axis shows time. `tensorboard --logdir OUT/tb`
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
+from typing import Any
 
 from ..rundata import X_AXES, RunData, finite, x_positions
 
@@ -17,10 +19,44 @@ def _dir_name(tag: str, name: str) -> str:
     return f"{tag}_" + re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:80]
 
 
+class EventWriter:
+    """One TensorBoard event file written with the `tensorboard` package's own writer and protos (torch's
+    SummaryWriter wraps the same ones; going direct keeps `grpokit compare` from importing torch)."""
+
+    def __init__(self, logdir: Path) -> None:
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        self._writer = EventFileWriter(str(logdir))
+
+    def _add(self, value: Any, step: int, wall: float) -> None:
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        self._writer.add_event(Event(wall_time=wall, step=step, summary=Summary(value=[value])))
+
+    def scalar(self, tag: str, value: float, step: int, wall: float) -> None:
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        self._add(Summary.Value(tag=tag, simple_value=float(value)), step, wall)
+
+    def text(self, tag: str, text: str, step: int) -> None:
+        """A text summary as TensorBoard's text plugin reads it: a string tensor tagged with the plugin's name."""
+        from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
+        from tensorboard.compat.proto.tensor_pb2 import TensorProto
+        from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
+        from tensorboard.compat.proto.types_pb2 import DT_STRING
+
+        meta = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="text"))
+        shape = TensorShapeProto(dim=[TensorShapeProto.Dim(size=1)])
+        tensor = TensorProto(dtype=DT_STRING, string_val=[text.encode()], tensor_shape=shape)
+        self._add(Summary.Value(tag=f"{tag}/text_summary", metadata=meta, tensor=tensor), step, time.time())
+
+    def close(self) -> None:
+        self._writer.close()
+
+
 def write_tensorboard(runs: list[RunData], tags: list[str], axis: str, out: Path) -> Path:
     """Write one event directory per run under `out/tb`; returns that folder."""
-    from torch.utils.tensorboard import SummaryWriter
-
     root = out / "tb"
     root.mkdir(parents=True, exist_ok=True)
     for tag, run in zip(tags, runs):
@@ -29,14 +65,14 @@ def write_tensorboard(runs: list[RunData], tags: list[str], axis: str, out: Path
             secs = x_positions(run, "seconds")
         except ValueError:
             secs = {}
-        writer = SummaryWriter(str(root / _dir_name(tag, run.name)))
-        writer.add_text("grpokit/compare", f"run {tag}: {run.name} ({run.path}); step = {X_AXES[axis].label}", 0)
+        writer = EventWriter(root / _dir_name(tag, run.name))
+        writer.text("grpokit/compare", f"run {tag}: {run.name} ({run.path}); step = {X_AXES[axis].label}", 0)
         for r in run.rows:
             step = int(r["step"])
             wall = START + secs.get(step, float(step))
             for key, value in r.items():
                 v = finite(value)
                 if key != "step" and v is not None:
-                    writer.add_scalar(key, v, global_step=int(round(x[step])), walltime=wall)
+                    writer.scalar(key, v, int(round(x[step])), wall)
         writer.close()
     return root

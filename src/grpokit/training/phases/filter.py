@@ -19,6 +19,7 @@ import torch
 from ... import metric_names as mn
 from ...algos.compose import AlgoConfig
 from ...algos.shaping import group_keep_mask
+from ...common.errors import GrpokitError
 from ...common.registry import Registry
 from ...monitor.measures import zero_variance_signals
 from ..batch import Batch
@@ -26,7 +27,7 @@ from ..batch import Batch
 GROUP_FILTERS = Registry("group filter")
 
 
-class DynamicSamplingError(RuntimeError):
+class DynamicSamplingError(GrpokitError, RuntimeError):
     """Dynamic sampling could not fill the batch within `algo.max_gen_rounds` rounds."""
 
 
