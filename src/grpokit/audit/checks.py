@@ -60,8 +60,10 @@ def run_probe(caller: RewardCaller, kind: str) -> dict[str, Any]:
     return out
 
 
-def check_determinism(caller: RewardCaller, texts: list[str], examples: list[Example]) -> dict[str, Any]:
-    """Each input scored REPEATS times alone, and REPEATS copies in one batch: all scores must agree."""
+def check_determinism(
+    caller: RewardCaller, texts: list[str], examples: list[Example], tol: float = 1e-9
+) -> dict[str, Any]:
+    """Each input scored REPEATS times alone, and REPEATS copies in one batch: all scores must agree within `tol`."""
     cases = []
     for text, ex in zip(texts, examples):
         alone = [caller.score([text], [ex], "determinism") for _ in range(REPEATS)]
@@ -69,9 +71,9 @@ def check_determinism(caller: RewardCaller, texts: list[str], examples: list[Exa
         scores = [s[0] for s in alone if s] + (batch or [])
         finite = [v for v in scores if math.isfinite(v)]
         spread = (max(finite) - min(finite)) if finite else math.nan
-        ok = bool(finite) and len(finite) == len(scores) and spread <= 1e-9
+        ok = bool(finite) and len(finite) == len(scores) and spread <= tol
         cases.append({"completion": text[:120], "scores": scores, "spread": spread, "ok": ok})
-    return {"repeats": REPEATS, "cases": cases, "ok": all(c["ok"] for c in cases)}
+    return {"repeats": REPEATS, "tolerance": tol, "cases": cases, "ok": all(c["ok"] for c in cases)}
 
 
 def read_labeled(path: str | Path) -> list[dict[str, Any]]:

@@ -2,7 +2,27 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
+
+
+def _model_lines(rm: dict[str, Any] | None) -> list[str]:
+    """A reward model's checks: agreement with the verifier, spread, and each sensitivity against the gap."""
+    if not rm:
+        return []
+    c = rm["checks"]
+    ag, sp = c["agreement"], c["spread"]
+    lines = [
+        f"  reward model (verifier {rm['verifier']}): AUC {ag['auc']:.2f} over {ag['right']} right x {ag['wrong']} "
+        f"wrong, gap {rm['gap']:.3g}; scores std {sp['std']:.3g} in [{sp['min']:.3g}, {sp['max']:.3g}]"
+    ]
+    for name in ("length", "format", "rewrite"):
+        if name in c and math.isfinite(c[name].get("max_shift", math.nan)):
+            mark = "ok" if c[name]["ok"] else "NOISY"
+            lines.append(
+                f"    {name}: max shift {c[name]['max_shift']:.3g} = {c[name]['relative_to_gap']:.2f} x gap ({mark})"
+            )
+    return lines
 
 
 def render(r: dict[str, Any]) -> str:
@@ -28,6 +48,7 @@ def render(r: dict[str, Any]) -> str:
             f"  probes: correct {pr['correct']!r} scored {pr['correct_score']:g}; equivalent forms "
             f"{n_eq}/{len(pr['equivalent'])} alike; hacks {n_h}/{len(pr['hacks'])} rejected"
         )
+    lines += _model_lines(r.get("reward_model"))
     det = r.get("determinism", {})
     lines.append(f"  determinism: {'ok' if det.get('ok') else 'FAILED'} ({det.get('repeats')} repeats alone + batch)")
     lat = r["latency"]

@@ -6,11 +6,14 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..rewards.reward_model import CONVENTION as REWARD_MODEL
 from .caller import RewardCaller
 from .checks import check_determinism, check_labeled, labeled_example, read_labeled, run_probe
+from .model_checks import audit_model, labeled_cases, probe_cases
 from .probes import PROBES, probe_example
 
 SLOW_FRACTION = 0.5  # a call over half the timeout is reported as slow
+MODEL_TOLERANCE = 1e-4  # a reward model's scores of the same text agree to this (float sums in another order)
 
 
 def audit_reward(
@@ -25,7 +28,9 @@ def audit_reward(
         raise ValueError(f"kind={kind!r}: use one of {sorted(PROBES)}")
     caller = RewardCaller(spec, timeout_s)
     report: dict[str, Any] = {"reward": spec, "kind": kind, "timeout_s": timeout_s}
-    report["convention"] = caller.manager.rewards[0].convention  # grpokit, trl or verl, from the signature
+    # grpokit, trl or verl, from the signature; reward_model for a sequence-classification model directory
+    report["convention"] = caller.manager.rewards[0].convention
+    is_model = report["convention"] == REWARD_MODEL
     try:
         if labeled is not None:
             rows = read_labeled(labeled)
@@ -33,13 +38,18 @@ def audit_reward(
             det_rows = rows[:3]
             texts = [str(r["completion"]) for r in det_rows]
             exs = [labeled_example(r) for r in det_rows]
+            if is_model:
+                report["reward_model"] = audit_model(caller, *labeled_cases(rows), "the labeled rows' expected")
         else:
             report["probes"] = run_probe(caller, kind)
             p = PROBES[kind]
             ex = probe_example(p["prompt"], p["answer"])
             texts = [p["correct"], next(iter(p["hacks"].values())), p["equivalent"].get("sentence", p["correct"])]
             exs = [ex] * len(texts)
-        report["determinism"] = check_determinism(caller, texts, exs)
+            if is_model:
+                report["reward_model"] = audit_model(caller, *probe_cases(kind, timeout_s))
+        # a model's batched forward may differ from a lone one in the last float bits: that is not noise
+        report["determinism"] = check_determinism(caller, texts, exs, tol=MODEL_TOLERANCE if is_model else 1e-9)
     finally:
         caller.close()
     lat = caller.latencies
@@ -75,13 +85,14 @@ def _failure_issues(r: dict[str, Any], kinds: dict[str, int]) -> list[str]:
     return out
 
 
-def _probe_issues(pr: dict[str, Any]) -> list[str]:
-    """The right answer not rewarded, equivalent forms scored differently, hacks not scored below it."""
+def _probe_issues(pr: dict[str, Any], exact: bool = True) -> list[str]:
+    """The right answer not rewarded, equivalent forms scored differently, hacks not scored below it. Not `exact`
+    (a reward model: any real score, equivalent forms judged by the model checks' format tolerance): hacks only."""
     out = []
-    if not (math.isfinite(pr["correct_score"]) and pr["correct_score"] > 0):
+    if exact and not (math.isfinite(pr["correct_score"]) and pr["correct_score"] > 0):
         out.append(f"the correct answer {pr['correct']!r} scored {pr['correct_score']}")
     for c in pr["equivalent"]:
-        if not c["ok"] and not c["skipped"]:
+        if exact and not c["ok"] and not c["skipped"]:
             out.append(
                 f"equivalent form '{c['case']}' {c['completion']!r} scored {c['score']:g}, "
                 f"the plain answer {pr['correct_score']:g}"
@@ -110,7 +121,9 @@ def _issues(r: dict[str, Any]) -> list[str]:
         kinds[f["kind"]] = kinds.get(f["kind"], 0) + 1
     out = _failure_issues(r, kinds)
     if r.get("probes"):
-        out += _probe_issues(r["probes"])
+        out += _probe_issues(r["probes"], exact=r["convention"] != REWARD_MODEL)
+    if r.get("reward_model"):  # a model is judged by its checks' tolerances, not by equal scores
+        out += [c["issue"] for c in r["reward_model"]["checks"].values() if c["issue"]]
     if r.get("labeled"):
         out += _labeled_issues(r["labeled"])
     for c in r.get("determinism", {}).get("cases", []):

@@ -9,7 +9,9 @@ manager is built, killed when a call passes `timeout_s` or breaks a limit and re
 0.8 ms in-process; a worker round trip takes 0.3-0.4 ms per reward call, sandboxed or not (the sandbox costs
 ~20-35 ms once per worker start; `bench/reward_sandbox.py`); math_verify itself takes 25-35 ms; code_exec
 ~25 ms per program.
-`isolation="process"` sends every reward to the worker, `"inline"` none (no timeout then).
+`isolation="process"` sends every reward function to the worker, `"inline"` none (no timeout then).
+A reward model (a spec that is a local sequence-classification model directory, `reward_model.py`) is trusted
+weights read with safetensors only and is always scored in this process, on `model_device`, in any isolation mode.
 A spec that runs in the worker (`module:function`, `file.py:function`, `math_verify`, `code_exec`) is imported
 and inspected there only, after the sandbox is in place: a reward module's top-level code never runs in the
 trainer. Its errors (no such module or function, a signature that fits no convention, an import that raises)
@@ -36,6 +38,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .. import metric_names as mn
@@ -50,13 +53,15 @@ from .isolation import (
     RewardCallTimeout,
     SandboxBroken,
 )
-from .registry import RewardFn, check_spec, is_isolated, load_reward
+from .registry import REWARDS, RewardFn, check_spec, is_isolated, load_reward
 from .result import (
     COMPLETION_CHARS,
     RewardFailure,
     RewardResult,
     failure_error,
 )
+from .reward_model import CONVENTION as REWARD_MODEL
+from .reward_model import RewardModel, is_reward_model_spec
 from .sandbox import SandboxLimits
 from .signature import AdaptedReward, CallContext, adapt
 from .values import MAX_ABS_VALUE, batch_metrics, check_value, shape_message
@@ -77,7 +82,7 @@ class _Reward:
     name: str  # key in per_reward and metrics: the built-in name, or the function name of a user spec
     spec: str
     weight: float
-    fn: AdaptedReward | None  # None: a spec only the worker imports (see `in_worker`)
+    fn: AdaptedReward | RewardModel | None  # None: a spec only the worker imports (see `in_worker`)
     isolated: bool
     convention: str = ""  # grpokit, trl or verl, from the signature (reported by the worker for its specs)
 
@@ -117,7 +122,8 @@ class RewardManager:
     worker's limits (`SandboxLimits()`: no network, 2 GiB, `timeout_s` CPU seconds per call, writes only in a
     private directory; `None` runs the worker unconfined). A value beyond +-`max_abs_value` is a failure.
     `not_applicable` ("zero" or "exclude", `applicability.NOT_APPLICABLE`) is the reward of a sample every reward
-    returned None for.
+    returned None for. A spec that is a local sequence-classification model directory is a reward model
+    (`reward_model.py`), loaded in this process on `model_device`.
     """
 
     def __init__(
@@ -131,6 +137,7 @@ class RewardManager:
         sandbox: SandboxLimits | None = SandboxLimits(),  # noqa: B008 (frozen, immutable)
         max_abs_value: float = MAX_ABS_VALUE,
         not_applicable: str = "zero",
+        model_device: str = "auto",
     ) -> None:
         if not specs:
             raise ValueError("RewardManager needs at least one (reward, weight) pair, e.g. [('exact_numeric', 1.0)]")
@@ -148,6 +155,7 @@ class RewardManager:
         self.not_applicable = not_applicable
         self._na = not_applicable_policy(not_applicable)
         self.na_samples = 0  # samples no reward applied to, over every batch scored so far
+        self.model_device = model_device
         self.rewards: list[_Reward] = []
         for entry, weight in specs:
             self.rewards.append(self._reward(entry, weight, isolation))
@@ -166,7 +174,11 @@ class RewardManager:
         worker = "sandboxed worker" if sandbox is not None else "worker"
         for r in self.rewards:
             where = worker if r.isolated else "in-process"
-            log.info("reward %s: %s-style function, weight %g, %s", r.name, r.convention, r.weight, where)
+            if isinstance(r.fn, RewardModel):
+                what, where = f"reward model ({r.fn.architecture})", f"in-process on {r.fn.device}"
+            else:
+                what = f"{r.convention}-style function"
+            log.info("reward %s: %s, weight %g, %s", r.name, what, r.weight, where)
 
     def _reward(self, entry: str | RewardFn, weight: float, isolation: str) -> _Reward:
         """One (reward, weight) pair checked. A spec that runs in the worker is only checked by its text here:
@@ -176,9 +188,15 @@ class RewardManager:
             raise ValueError(f"reward {spec!r} is listed twice; give it once with the summed weight")
         if not math.isfinite(float(weight)):
             raise ValueError(f"reward {spec!r}: weight must be a finite number, got {weight!r}")
+        taken = {r.name for r in self.rewards}
+        if isinstance(entry, str) and entry not in REWARDS and is_reward_model_spec(spec):
+            # trusted local weights, read with safetensors only: scored in this process (reward_model.py)
+            model = RewardModel(spec, device=self.model_device)
+            name = Path(spec).expanduser().resolve().name
+            return _Reward(name if name not in taken else spec, spec, float(weight), model, False, REWARD_MODEL)
         untrusted = callable(entry) or is_isolated(spec)
         isolated = isolation == "process" or (isolation == "auto" and untrusted)
-        name = _display_name(spec, {r.name for r in self.rewards})
+        name = _display_name(spec, taken)
         if callable(entry) or not isolated:  # a function given, or a spec run in-process (built-ins, "inline")
             fn = adapt(entry if callable(entry) else load_reward(spec))
             return _Reward(name, spec, float(weight), fn, isolated, fn.convention)
@@ -215,8 +233,16 @@ class RewardManager:
         """The worker process runner (for its `pid` and `started` count)."""
         return self._process
 
+    @property
+    def reward_models(self) -> list[str]:
+        """The names of the rewards that are reward models (`reward_model.py`), in order."""
+        return [r.name for r in self.rewards if isinstance(r.fn, RewardModel)]
+
     def close(self) -> None:
-        """Stop the worker process; log how many samples no reward applied to, if any."""
+        """Stop the worker process and free the reward models; log how many samples no reward applied to, if any."""
+        for r in self.rewards:
+            if isinstance(r.fn, RewardModel):
+                r.fn.close()
         if self.na_samples:
             log.info("%d sample(s) in all had no applicable reward (reward/na_frac)", self.na_samples)
             self.na_samples = 0
