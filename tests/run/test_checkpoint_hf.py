@@ -112,7 +112,7 @@ CORRUPTIONS = {
 @pytest.fixture(scope="module")
 def four_steps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = tmp_path_factory.mktemp("four") / "run"
-    train(run, 4, ["train.save_every=2", "train.keep_checkpoints=3"])
+    train(run, 4, ["train.save_every=2", "train.save_total_limit=3"])
     return run
 
 
@@ -124,7 +124,7 @@ def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(
     shutil.copytree(four_steps, run)
     original = step_rows(run)
     CORRUPTIONS[kind](run / "checkpoints" / "step_4")
-    cfg = build_config("grpo", overrides=FAST + ["train.steps=4", "train.save_every=2", "train.keep_checkpoints=3"])
+    cfg = build_config("grpo", overrides=FAST + ["train.steps=4", "train.save_every=2", "train.save_total_limit=3"])
     trainer = Trainer(cfg, run)
     assert trainer.restore() == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if "checkpoint" in ln]
@@ -162,7 +162,7 @@ def test_a_half_written_checkpoint_is_ignored_and_replaced(four_steps: Path, tmp
     tmp = run / "checkpoints" / ".tmp-step_6"
     shutil.copytree(run / "checkpoints" / "step_4", tmp)
     _truncate(tmp / "model.safetensors")
-    trainer = train(run, 6, ["train.save_every=2", "train.keep_checkpoints=3"], resume=True)
+    trainer = train(run, 6, ["train.save_every=2", "train.save_total_limit=3"], resume=True)
     assert trainer.step == 6
     assert [p.name for p in list_checkpoints(run)] == ["step_2", "step_4", "step_6"]
     assert not tmp.exists()
@@ -180,7 +180,7 @@ class _Payload:
 
 
 def _restore_lines(run: Path, capsys: pytest.CaptureFixture) -> tuple[int, list[str]]:
-    cfg = build_config("grpo", overrides=FAST + ["train.steps=4", "train.save_every=2", "train.keep_checkpoints=3"])
+    cfg = build_config("grpo", overrides=FAST + ["train.steps=4", "train.save_every=2", "train.save_total_limit=3"])
     step = Trainer(cfg, run).restore()
     return step, [ln for ln in capsys.readouterr().err.splitlines() if "checkpoint" in ln]
 
@@ -248,3 +248,48 @@ def test_a_pickled_rng_state_in_state_json_is_refused_never_run(
     assert not marker.exists()
     assert step == 2 and len(lines) == 1 and "ranks[0].rng is a pickled RNG state" in lines[0]
     assert "never unpickled" in lines[0]
+
+
+def _disk_bytes(root: Path) -> int:
+    """Bytes on disk under `root`, each hard-linked file counted once (as `du` counts)."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for f in root.rglob("*"):
+        st = f.lstat()
+        if f.is_file() and (st.st_dev, st.st_ino) not in seen:
+            seen.add((st.st_dev, st.st_ino))
+            total += st.st_size
+    return total
+
+
+def test_final_model_shares_the_last_checkpoints_weights_and_save_total_limit_prunes(tmp_path: Path) -> None:
+    trainer = train(tmp_path, 3, ["train.save_every=1", "train.save_total_limit=2"])
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["step_2", "step_3"]  # TRL's save_total_limit
+    final, last = tmp_path / "final" / "model.safetensors", tmp_path / "checkpoints" / "step_3" / "model.safetensors"
+    assert os.path.samefile(final, last)  # one file, two names: the weights are stored once
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tmp_path / "final", local_files_only=True)
+    for (name, p), q in zip(trainer.model.named_parameters(), model.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=0, atol=0, msg=name)
+    # a later final model replaces the directory, never writes into the shared file: the checkpoint stays intact
+    before = last.read_bytes()
+    trainer2 = train(tmp_path, 4, ["train.save_every=0"], resume=True)
+    assert trainer2.step == 4 and last.read_bytes() == before
+    assert os.path.samefile(
+        tmp_path / "final" / "model.safetensors", tmp_path / "checkpoints" / "step_4" / "model.safetensors"
+    )
+
+
+def test_save_only_model_writes_no_trainer_state_and_refuses_resume_in_one_line(tmp_path: Path) -> None:
+    full = tmp_path / "full"
+    train(full, 1, ["train.save_every=1"])
+    slim = tmp_path / "slim"
+    train(slim, 1, ["train.save_every=1", "train.save_only_model=true", "train.save_total_limit=1"])
+    ck = slim / "checkpoints" / "step_1"
+    assert not (ck / "trainer_state" / "optimizer.pt").exists() and (ck / "model.safetensors").is_file()
+    # AdamW keeps two moments per weight: the trainer state is about twice the model
+    assert _disk_bytes(slim) < 0.5 * _disk_bytes(full)
+    cfg = build_config("grpo", overrides=FAST + ["train.steps=2"])
+    with pytest.raises(CheckpointError, match=r"save_only_model=true.*no optimizer state.*--model"):
+        Trainer(cfg, slim).restore()

@@ -64,7 +64,7 @@ def test_autopilot_interventions_survive_resume(tmp_path: Path) -> None:
         *TINY,
         "train.steps=8",
         "train.save_every=1",
-        "train.keep_checkpoints=10",
+        "train.save_total_limit=10",
         "train.autopilot=true",
         "reward.functions=[toy_rewards:always_zero]",
         "monitor.thresholds={advantage_collapse: {window: 2}}",

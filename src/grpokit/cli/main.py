@@ -247,6 +247,12 @@ DEMO_OVERRIDES = [
     "rollout.max_new_tokens=32",
     "train.eval_every=12",
     "train.save_every=12",
+    # the run directory stays under 1 GB: one checkpoint, of the model only (no AdamW state, which is twice the
+    # model), and the final model hard-linked to it (docs/training.md, "Disk")
+    "train.save_total_limit=1",
+    "train.save_only_model=true",
+    # end the run when the task is learned (the convergence reading of the advantage-collapse detector), saying so
+    "monitor.stop_when_learned=true",
     # add1 is solved within the demo: once nearly every group is all-correct, train on the short batches that
     # remain (opt-in; the default is to stop with an error saying the task is learned) and bound the rounds
     "algo.ds_shortfall=partial",

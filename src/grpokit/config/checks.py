@@ -151,7 +151,7 @@ def _schedule_counts(cfg: Any) -> Finding | None:
     for key, value in (
         ("train.save_every", t.save_every),
         ("train.eval_every", t.eval_every),
-        ("train.keep_checkpoints", t.keep_checkpoints),
+        ("train.save_total_limit", t.save_total_limit),
     ):
         if (f := _at_least(key, value, 0, "use 0 (off) or more")) is not None:
             return f

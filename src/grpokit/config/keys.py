@@ -27,6 +27,7 @@ def _dynamic_sampling(value: Any, current: Any) -> str:
 # still works and leaves a deprecation note in the config's warnings
 RENAMED_KEYS: dict[str, tuple[str, Any]] = {
     "train.epochs": ("train.ppo_epochs", lambda value, current: value),
+    "train.keep_checkpoints": ("train.save_total_limit", lambda value, current: value),  # TRL's name and meaning
     "algo.dynamic_sampling": ("algo.group_filter", _dynamic_sampling),
 }
 

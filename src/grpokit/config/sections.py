@@ -113,7 +113,9 @@ class TrainConfig:
     )
     eval_every: int = 10
     save_every: int = 25
-    keep_checkpoints: int = 2
+    # checkpoints kept, the newest (TRL's save_total_limit; 0 keeps all); the old name train.keep_checkpoints works
+    save_total_limit: int = 2
+    save_only_model: bool = False  # TRL's name: checkpoints without optimizer state (a third the size; no resume)
     log_completions: int = 4
     seed: int = 0
     out: str = "runs"  # parent folder of run directories (--out)

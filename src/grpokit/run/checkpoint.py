@@ -84,6 +84,31 @@ def save_model_dir(model: torch.nn.Module, tokenizer: Any, out: Path, *, merged:
         tokenizer.save_pretrained(out)
 
 
+def link_model_dir(checkpoint: Path, out: Path) -> bool:
+    """`out` as the same Hugging Face directory as `checkpoint`'s model part (its top-level files: weights, config,
+    tokenizer), each file a hard link, so a final model equal to the last checkpoint takes no disk space of its own.
+    False (and `out` removed) where the file system has no hard links; the caller then writes the model."""
+    out.mkdir(parents=True)
+    files = sorted((f for f in checkpoint.iterdir() if f.is_file()), key=lambda f: f.suffix != ".safetensors")
+    try:
+        for i, f in enumerate(files):
+            os.link(f, out / f.name)
+            if f.suffix == ".safetensors" and (i + 1 == len(files) or files[i + 1].suffix != ".safetensors"):
+                faults.point("model_saved")  # as `save_model_dir`: the weights in place, the rest not yet
+    except OSError:
+        shutil.rmtree(out, ignore_errors=True)
+        return False
+    return True
+
+
+def replace_dir(tmp: Path, final: Path) -> None:
+    """Put the complete directory `tmp` at `final`, replacing what was there. The old one is removed first, never
+    written into: its files may be hard links shared with a checkpoint."""
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+
+
 def save_checkpoint(
     run_dir: Path,
     step: int,
@@ -96,13 +121,16 @@ def save_checkpoint(
     extra: dict[str, Any] | None = None,
     tokenizer: Any = None,
     save_merged: bool = False,
+    model_only: bool = False,
 ) -> Path:
     """Write checkpoint `step` atomically; returns its directory.
 
     `modules["model"]` is the policy, written as a Hugging Face directory with `tokenizer`; other modules (critic,
     moving reference) go to `trainer_state/<name>.safetensors`. `extra` holds further objects with state dicts
     (e.g. the critic's optimizer), restored by name. Per-rank state (prompt-stream position, RNG) travels in
-    `state` (the trainer gathers it to rank 0 as `state["ranks"]`)."""
+    `state` (the trainer gathers it to rank 0 as `state["ranks"]`). `model_only` (TRL's `save_only_model`) writes
+    the model and state.json only: no optimizer, scheduler, RNG or other modules, a third of the size of a full
+    checkpoint with AdamW, and a checkpoint no run can resume from."""
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-step_{step}"
@@ -115,9 +143,24 @@ def save_checkpoint(
     if save_merged and is_peft(model):
         save_model_dir(model, tokenizer, tmp / "merged", merged=True)
     sd = tmp / STATE_DIR
+    if model_only:
+        state = {**state, "model_only": True}
     for name, mod in modules.items():
-        if name != "model":
+        if name != "model" and not model_only:
             save_file(_contiguous(mod.state_dict()), str(sd / f"{name}.safetensors"))
+    if not model_only:
+        _save_trainer_state(sd / "optimizer.pt", optimizer, scheduler, extra)
+    (sd / "state.json").write_text(json.dumps({"step": step, "format": FORMAT, **state}, indent=1))
+    final = root / f"step_{step}"
+    replace_dir(tmp, final)
+    faults.point("checkpoint_saved")
+    for old in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def _save_trainer_state(path: Path, optimizer: Any, scheduler: Any, extra: dict[str, Any] | None) -> None:
+    """Optimizer, scheduler, RNG and `extra` states: tensors and plain data, read back with `weights_only=True`."""
     torch.save(
         {
             "optimizer": optimizer.state_dict(),
@@ -125,17 +168,8 @@ def save_checkpoint(
             "rng": rng_state(),
             "extra": {k: v.state_dict() for k, v in (extra or {}).items()},
         },
-        sd / "optimizer.pt",
+        path,
     )
-    (sd / "state.json").write_text(json.dumps({"step": step, "format": FORMAT, **state}, indent=1))
-    final = root / f"step_{step}"
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    faults.point("checkpoint_saved")
-    for old in list_checkpoints(run_dir)[:-keep] if keep > 0 else []:
-        shutil.rmtree(old, ignore_errors=True)
-    return final
 
 
 def _contiguous(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -321,6 +355,11 @@ def load_checkpoint(
     (which must hold the keys of `require`, see `read_state`). Everything is read before anything is restored: an
     unreadable checkpoint raises CheckpointError and leaves the trainer as it was."""
     state = read_state(path, require)
+    if state.get("model_only"):
+        raise CheckpointError(
+            f"{path.name} was written with train.save_only_model=true: it holds the model but no optimizer state, so "
+            f"no run resumes from it; start a new run from its weights with --model {path}"
+        )
     weights = _read_weights(path, modules)
     legacy = not (path / STATE_DIR).is_dir()
     ts = read_trainer_state(path, path / "trainer_state.pt" if legacy else path / STATE_DIR / "optimizer.pt")

@@ -9,6 +9,7 @@ written before `log_sizes` existed fall back to dropping the rows of later steps
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,17 @@ import torch
 from ..common import faults
 from ..parallel.distributed import all_gather_objects, barrier, broadcast_object
 from ..run import rng
-from ..run.checkpoint import CheckpointError, load_checkpoint, load_latest, save_checkpoint, save_model_dir
+from ..run.checkpoint import (
+    CheckpointError,
+    is_peft,
+    latest_checkpoint,
+    link_model_dir,
+    load_checkpoint,
+    load_latest,
+    replace_dir,
+    save_checkpoint,
+    save_model_dir,
+)
 from .autopilot import truncate_rows_after
 
 
@@ -67,10 +78,11 @@ def save(t: Any) -> Path:
         optimizer=optimizer,
         scheduler=t.scheduler,
         state=state,
-        keep=t.cfg.train.keep_checkpoints,
+        keep=t.cfg.train.save_total_limit,
         extra=extra_state(t),
         tokenizer=t.tokenizer,
         save_merged=t.cfg.train.save_merged,
+        model_only=t.cfg.train.save_only_model,
     )
     barrier(t.info)
     return path
@@ -150,9 +162,18 @@ def restore(t: Any, path: Path | None = None) -> int:
 
 
 def save_final(t: Any) -> Path:
+    """The final model in `final/`: hard links to the last checkpoint's model files when that checkpoint is of this
+    step (the same weights, stored once), else written; a LoRA run's final model is merged. Built beside and put in
+    place whole, so a kill mid-write leaves the previous `final/` or none, never a half model."""
     out = t.run_dir / "final"
     if t.info.is_main:
-        save_model_dir(t.model, t.tokenizer, out, merged=True)  # a LoRA run's final model is merged
+        tmp = t.run_dir / ".tmp-final"
+        shutil.rmtree(tmp, ignore_errors=True)
+        last = latest_checkpoint(t.run_dir)
+        same = last is not None and last.name == f"step_{t.step}" and not is_peft(t.model)
+        if not (same and link_model_dir(last, tmp)):
+            save_model_dir(t.model, t.tokenizer, tmp, merged=True)
+        replace_dir(tmp, out)
         faults.point("final_saved")
     barrier(t.info)
     return out

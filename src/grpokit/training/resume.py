@@ -35,7 +35,7 @@ SAFE_KEYS = frozenset(
         "train.max_grad_norm",
         "train.eval_every",
         "train.save_every",
-        "train.keep_checkpoints",
+        "train.save_total_limit",
         "train.log_completions",
         "train.on_divergence",
         "train.autopilot_max_interventions",

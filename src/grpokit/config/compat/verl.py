@@ -96,7 +96,7 @@ RENAMES: dict[str, tuple[str, Any]] = {
     "trainer.total_training_steps": ("train.steps", int),
     "trainer.save_freq": ("train.save_every", lambda v: max(0, int(v))),
     "trainer.test_freq": ("train.eval_every", lambda v: max(0, int(v))),
-    "trainer.max_actor_ckpt_to_keep": ("train.keep_checkpoints", lambda v: 0 if v is None else int(v)),
+    "trainer.max_actor_ckpt_to_keep": ("train.save_total_limit", lambda v: 0 if v is None else int(v)),
     "trainer.default_local_dir": ("train.output_dir", str),
     "trainer.logger": ("train.report_to", lambda v: _logger(v)),
 }
