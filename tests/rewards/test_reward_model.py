@@ -16,7 +16,7 @@ import torch
 from tiny_config import tiny_overrides
 
 from grpokit.audit import audit_reward, render
-from grpokit.config import build_config
+from grpokit.config import ConfigError, build_config
 from grpokit.data import Example
 from grpokit.rewards import RewardManager
 from grpokit.rewards.reward_model import RewardModel
@@ -108,6 +108,15 @@ def test_conversational_prompts_go_through_the_chat_template(tiny_rm: Path) -> N
     assert rm.texts(["7"], [Example(PROMPT, "7")]) == [PROMPT + "7"]
 
 
+def test_model_device_is_validated_in_the_manager_and_the_config() -> None:
+    with pytest.raises(ValueError, match=r"reward.model_device='gpu' is invalid: use auto .*cuda:N"):
+        RewardManager([("format", 1.0)], model_device="gpu")
+    assert build_config("grpo").reward.model_device == "auto"
+    assert build_config("grpo", overrides=["reward.model_device=cuda:1"]).reward.model_device == "cuda:1"
+    with pytest.raises(ConfigError, match=r"reward.model_device='gpu' is invalid"):
+        build_config("grpo", overrides=["reward.model_device=gpu"])
+
+
 def test_pickle_weights_and_causal_lms_are_refused_with_the_fix(tiny_rm: Path, tmp_path: Path) -> None:
     pickled = tmp_path / "pickled_rm"
     pickled.mkdir()
@@ -135,12 +144,13 @@ def test_audit_reward_reports_the_reward_model_checks(tiny_rm: Path) -> None:
     assert 0.0 <= agreement["auc"] <= 1.0 and agreement["right"] == len(right)
     assert rm["checks"]["spread"]["std"] > 0 and rm["checks"]["rewrite"]["rewrites"] > 20
     assert report["determinism"]["ok"]  # eval mode, no dropout: the same text scores the same
-    # a random head is noise: it does not agree with the verifier beyond chance, and edits move it a lot
-    assert agreement["auc"] < 0.75 and not agreement["ok"]
-    assert any(i.startswith("reward model agreement with the verifier: AUC") for i in report["issues"])
+    # a random head is noise: a whitespace or casing rewrite moves its score several times the right-wrong gap
+    rewrite = rm["checks"]["rewrite"]
+    assert rewrite["relative_to_gap"] > 1 and not rewrite["ok"]
+    assert any(i.startswith("reward model stability: a whitespace or casing rewrite") for i in report["issues"])
     assert report["verdict"] == "ISSUES FOUND"
     text = render(report)
-    assert "reward model (verifier exact_numeric)" in text and "AUC" in text
+    assert "(reward model, kind numeric" in text and "reward model (verifier exact_numeric): AUC" in text
 
 
 @pytest.mark.slow

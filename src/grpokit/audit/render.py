@@ -27,7 +27,8 @@ def _model_lines(rm: dict[str, Any] | None) -> list[str]:
 
 def render(r: dict[str, Any]) -> str:
     """One screen: verdict, then the failing cases and the numbers."""
-    head = f"audit-reward {r['reward']} ({r['convention']}-style, kind {r['kind']}, timeout {r['timeout_s']:g} s)"
+    style = "reward model" if r["convention"] == "reward_model" else f"{r['convention']}-style"
+    head = f"audit-reward {r['reward']} ({style}, kind {r['kind']}, timeout {r['timeout_s']:g} s)"
     lines = [f"{head}: {r['verdict']}"]
     lab = r.get("labeled")
     if lab:

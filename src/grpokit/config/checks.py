@@ -145,6 +145,18 @@ def _reward_not_applicable(cfg: Any) -> Finding | None:
     return None
 
 
+@CHECKS.register("reward_model_device")
+def _reward_model_device(cfg: Any) -> Finding | None:
+    """reward.model_device is auto, cpu, cuda, cuda:N or mps (grpokit/rewards/reward_model.py)."""
+    from ..rewards.reward_model import check_model_device
+
+    try:
+        check_model_device(cfg.reward.model_device)
+    except ValueError as e:
+        return Finding("error", "reward.model_device", str(e))
+    return None
+
+
 @CHECKS.register("schedule_counts")
 def _schedule_counts(cfg: Any) -> Finding | None:
     t = cfg.train

@@ -87,6 +87,9 @@ class RewardConfig:
     # a sample every reward returned None for: zero (reward 0, as TRL) | exclude (left out of training); never a
     # failure, counted in reward/na_frac (grpokit/rewards/applicability.py)
     not_applicable: str = "zero"
+    # where a reward model (a sequence-classification model directory in `functions`) runs: auto (the GPU when there
+    # is one, else the CPU) | cpu | cuda | cuda:N | mps (grpokit/rewards/reward_model.py)
+    model_device: str = "auto"
     sandbox_read: str = "limited"  # limited | all
     sandbox_readable: list[str] = field(default_factory=list)  # more paths rewards may read (sandbox_read=limited)
     sandbox_env: list[str] = field(default_factory=list)  # environment variables passed on, e.g. [OPENAI_API_KEY]

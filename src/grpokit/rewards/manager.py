@@ -61,7 +61,7 @@ from .result import (
     failure_error,
 )
 from .reward_model import CONVENTION as REWARD_MODEL
-from .reward_model import RewardModel, is_reward_model_spec
+from .reward_model import RewardModel, check_model_device, is_reward_model_spec
 from .sandbox import SandboxLimits
 from .signature import AdaptedReward, CallContext, adapt
 from .values import MAX_ABS_VALUE, batch_metrics, check_value, shape_message
@@ -155,7 +155,7 @@ class RewardManager:
         self.not_applicable = not_applicable
         self._na = not_applicable_policy(not_applicable)
         self.na_samples = 0  # samples no reward applied to, over every batch scored so far
-        self.model_device = model_device
+        self.model_device = check_model_device(model_device)
         self.rewards: list[_Reward] = []
         for entry, weight in specs:
             self.rewards.append(self._reward(entry, weight, isolation))

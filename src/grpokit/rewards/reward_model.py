@@ -22,6 +22,7 @@ only pickle files (`.bin`, `.pt`, `.ckpt`, `.pkl`) is refused: unpickling runs a
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +71,22 @@ def check_reward_model_dir(spec: str) -> str:
     return next(a for a in archs if a.endswith(ARCHITECTURE_SUFFIX))
 
 
+def check_model_device(device: str) -> str:
+    """`device` when it is one of `MODEL_DEVICES` (`cuda:N` with a number); else ValueError naming
+    `reward.model_device`, the value and the choices."""
+    if re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", str(device)):
+        return device
+    raise ValueError(
+        f"reward.model_device={device!r} is invalid: use auto (the GPU when there is one, else the CPU), cpu, cuda, "
+        "cuda:N (a GPU by index, e.g. cuda:1 to keep the reward model off the learner's GPU) or mps"
+    )
+
+
 def resolve_model_device(device: str) -> str:
-    """`auto` -> "cuda" when torch sees a GPU, else "cpu"; any other value as given (checked by torch on use)."""
+    """`auto` -> "cuda" when torch sees a GPU, else "cpu"; any other valid value as given."""
     import torch
 
+    check_model_device(device)
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     return device
