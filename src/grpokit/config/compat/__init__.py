@@ -29,13 +29,19 @@ def detect(data: dict[str, Any]) -> str | None:
     return None
 
 
-def translate(data: dict[str, Any], path: str, valid_keys: set[str], fmt: str | None = None) -> Translation | None:
+def translate(
+    data: dict[str, Any], path: str, valid_keys: set[str], fmt: str | None = None, strict: bool = True
+) -> Translation | None:
     """The translation of a foreign config mapping, or None when `data` is a grpokit config. A value that cannot
-    be translated (batch sizes that do not divide) raises ValueError naming the keys."""
+    be translated (batch sizes that do not divide) raises ValueError naming the keys; so does, when `strict`
+    (a run is about to start from it), anything the translation refused (a reward name that resolves to nothing)."""
     fmt = fmt or detect(data)
     if fmt is None:
         return None
-    return FORMATS[fmt][1](data, path, valid_keys)
+    found = FORMATS[fmt][1](data, path, valid_keys)
+    if strict and found.refused:
+        raise ValueError(f"{path}: " + "; ".join(found.refused))
+    return found
 
 
 def parse_dotted(items: list[str]) -> dict[str, Any]:

@@ -5,6 +5,11 @@ no grpokit equivalent (`unsupported`: the run differs from the foreign one there
 effect on what is learned, such as logging or hub settings), and the foreign defaults applied for keys the file
 leaves unset (a TRL file without `beta` means TRL's beta 0.0, not grpokit's recipe value). `message()` names all
 of them in one message; `to_yaml()` writes the equivalent grpokit config file.
+
+`refused` holds what stops a run (a reward name that resolves to no function): the file is still translated
+(`grpokit config from-trl` writes it, with the reason), but training from it is refused. The message is a summary:
+a list longer than `SHOWN` keys (a fully resolved verl config has hundreds) shows its count and first keys, and
+says where the full list is (`to_yaml()`'s header, written by `grpokit config from-...`).
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
+
+SHOWN = 8  # keys of each list the message shows before summarising
+VALUE_CHARS = 60  # a value longer than this is cut in the message (to_yaml() keeps it whole)
 
 
 @dataclass
@@ -27,6 +35,7 @@ class Translation:
     ignored: dict[str, Any] = field(default_factory=dict)
     defaults: dict[str, Any] = field(default_factory=dict)  # foreign defaults used for keys the file leaves unset
     notes: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)  # reasons a run must not start from this translation
     recipe: str | None = None  # the grpokit recipe the foreign algorithm corresponds to, when one does
 
     def set(self, foreign: str | tuple[str, ...], **grpokit_keys: Any) -> None:
@@ -46,14 +55,17 @@ class Translation:
         lines = [f"{self.path} is a {self.source} file: {len(self.mapped)} keys mapped to grpokit keys"]
         if self.recipe:
             lines[0] += f" (closest recipe: {self.recipe})"
+        where = f"grpokit config from-{self.source.split()[0].lower()} {self.path}"
         if self.unsupported:
-            lines.append("  not supported, the run differs from the original here: " + _items(self.unsupported))
+            differs = "  not supported, the run differs from the original here: "
+            lines.append(differs + _summary(self.unsupported, where))
         if self.ignored:
-            lines.append("  ignored (no effect on what is learned): " + _items(self.ignored))
+            lines.append("  ignored (no effect on what is learned): " + _summary(self.ignored, where))
         if self.defaults:
             lines.append(f"  {self.source} defaults used for keys the file does not set: " + _items(self.defaults))
         lines += [f"  note: {n}" for n in self.notes]
-        lines.append(f"  see the mapping: grpokit config from-{self.source.split()[0].lower()} {self.path}")
+        lines += [f"  refused: {r}" for r in self.refused]
+        lines.append(f"  see the mapping: {where}")
         return "\n".join(lines)
 
     def to_mapping(self) -> dict[str, Any]:
@@ -79,6 +91,7 @@ class Translation:
         if self.defaults:
             head.append(f"# {self.source} defaults used for keys the file does not set: {_items(self.defaults)}")
         head += [f"# note: {n}" for n in self.notes]
+        head += [f"# refused: {r}" for r in self.refused]
         body = []
         for section, values in self.to_mapping().items():
             body.append(f"{section}:")
@@ -90,5 +103,14 @@ class Translation:
         return "\n".join(head + body) + "\n"
 
 
-def _items(d: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in d.items())
+def _items(d: dict[str, Any], cut: int | None = None) -> str:
+    shown = (f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in d.items())
+    return ", ".join(s if cut is None or len(s) <= cut else s[: cut - 3] + "..." for s in shown)
+
+
+def _summary(d: dict[str, Any], where: str) -> str:
+    """All of `d` when short, else its count, its first `SHOWN` keys and where the full list is written."""
+    if len(d) <= SHOWN:
+        return _items(d, VALUE_CHARS)
+    first = dict(list(d.items())[:SHOWN])
+    return f"{len(d)} keys: {_items(first, VALUE_CHARS)}, ... (all {len(d)} in the header `{where}` writes)"

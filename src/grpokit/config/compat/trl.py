@@ -22,7 +22,14 @@ What differs in meaning, and how it is translated:
 * `importance_sampling_level=sequence` is GSPO's sequence ratio (`algo.policy_loss=gspo`).
 * `scale_rewards` group / batch -> `algo.adv_scale` with TRL's std epsilon 1e-4 (`algo.adv_eps`); none -> the
   mean-only `dr_grpo` advantage.
-* keys a file leaves unset take TRL's defaults (TRL 1.x), not grpokit's recipe values.
+* `reward_funcs` names are resolved as `trl grpo` or the recipe's project resolves them (`trl_rewards.py`); a name
+  that resolves to no function is refused, with the fix, not counted as mapped.
+* `dataset_prompt_column` (open-r1) is `data.prompt_key`, `system_prompt` is `data.system_prompt`: as open-r1's
+  `make_conversation` does, the prompt becomes a conversation (system + user), so rewards get conversational
+  completions (`[{"role": "assistant", "content": ...}]`), as TRL passes them.
+* keys a file leaves unset take TRL's defaults (TRL 1.x), not grpokit's recipe values. A file written for an older
+  TRL meant other defaults (`OLD_DEFAULTS`, read from TRL's grpo_config.py at each release tag): the message says
+  which default was assumed and how to pin the old one.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from . import trl_rewards
 from .translation import Translation
 
 SOURCE = "TRL GRPOConfig"
@@ -54,6 +62,14 @@ DEFAULTS: dict[str, Any] = {
     "seed": 42,
 }
 
+# what TRL's GRPOConfig defaulted to before (huggingface/trl trl/trainer/grpo_config.py at the release tags):
+# beta 0.04 up to v0.18 (0.0 from v0.19.0); no loss_type up to v0.16 (v0.14-v0.15 averaged each sequence: grpo;
+# v0.16 averaged tokens), loss_type "bnpo" in v0.17-v0.21, "dapo" from v0.22.0
+OLD_DEFAULTS: dict[str, str] = {
+    "beta": "TRL < 0.19 defaulted to beta=0.04 (a KL term against the initial policy)",
+    "loss_type": "TRL 0.17-0.21 defaulted to loss_type=bnpo, TRL < 0.16 averaged per sequence (loss_type=grpo)",
+}
+
 # keys whose presence marks a TRL GRPOConfig (TRL's own names, none of them a grpokit section)
 SIGNATURE = {
     "learning_rate", "num_generations", "per_device_train_batch_size", "beta", "epsilon", "epsilon_high",
@@ -74,6 +90,8 @@ IGNORED = {
     "vllm_tensor_parallel_size", "vllm_enable_sleep_mode", "per_device_eval_batch_size", "eval_accumulation_steps",
     "num_generations_eval", "shuffle_dataset", "ds3_gather_for_generation", "log_completions_hub_repo",
     "cache_implementation", "dataset_test_split", "dataset_config", "eval_on_start", "save_on_each_node",
+    "gradient_checkpointing_kwargs", "hub_model_revision", "push_to_hub_revision", "overwrite_hub_revision",
+    "wandb_entity", "wandb_project", "wandb_run_group", "benchmarks", "callbacks", "log_on_each_node",
 }  # fmt: skip
 
 TRACKERS = ("tensorboard", "wandb", "mlflow", "trackio")
@@ -91,18 +109,12 @@ def _scheduler(v: Any) -> str:
     return names[v]
 
 
-def _reward_funcs(v: Any) -> list[str]:
-    """`trl grpo --reward_funcs`: names from trl.rewards, or dotted `pkg.module.function` paths."""
-    out = []
-    for name in [v] if isinstance(v, str) else list(v):
-        if ":" in name:
-            out.append(name)
-        elif "." in name:
-            module, _, fn = name.rpartition(".")
-            out.append(f"{module}:{fn}")
-        else:
-            out.append(f"trl.rewards:{name}")
-    return out
+def _dtype(v: Any) -> str:
+    """`torch_dtype` / `dtype` (ModelConfig): from_pretrained's dtype, as grpokit's model.dtype names it."""
+    names = {"auto": "auto", "float32": "float32", "bfloat16": "bfloat16", None: "auto"}
+    if v not in names:
+        raise Unsupported(v)
+    return names[v]
 
 
 def report_to(v: Any) -> list[str]:
@@ -129,7 +141,7 @@ RENAMES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "lr_scheduler_type": ("train.lr_schedule", _scheduler),
     "warmup_steps": ("train.warmup_steps", int),
     "seed": ("train.seed", int),
-    "save_total_limit": ("train.keep_checkpoints", int),
+    "save_total_limit": ("train.save_total_limit", int),
     "output_dir": ("train.output_dir", str),
     "report_to": ("train.report_to", report_to),
     "temperature": ("rollout.temperature", float),
@@ -145,7 +157,10 @@ RENAMES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "attn_implementation": ("model.attn_implementation", str),
     "dataset_name": ("data.task", str),
     "dataset_train_split": ("data.split", str),
-    "reward_funcs": ("reward.functions", _reward_funcs),
+    "dataset_prompt_column": ("data.prompt_key", str),
+    "system_prompt": ("data.system_prompt", str),
+    "torch_dtype": ("model.dtype", _dtype),
+    "dtype": ("model.dtype", _dtype),
     "reward_weights": ("reward.weights", lambda v: [float(x) for x in v]),
     "entropy_coef": ("algo.entropy_coef", float),
     "mask_truncated_completions": ("algo.overlong_filter", bool),
@@ -169,6 +184,9 @@ def translate(data: dict[str, Any], path: str, valid_keys: set[str]) -> Translat
     _policy_loss(cfg, t)
     _advantage_and_kl(cfg, data, t, per_step)
     _lora(data, t, valid_keys)
+    _rewards(data, t)
+    if data.get("model_revision", "main") in (None, "main") and "model_revision" in data:
+        t.ignored["model_revision"] = data["model_revision"]  # the default revision: no effect
     for key, (target, conv) in RENAMES.items():
         if key not in cfg or target in t.keys or target not in valid_keys:
             continue
@@ -180,6 +198,12 @@ def translate(data: dict[str, Any], path: str, valid_keys: set[str]) -> Translat
         if key not in t.mapped and key not in t.unsupported and key not in t.ignored:
             (t.ignored if key in IGNORED else t.unsupported)[key] = value
     t.defaults = {k: v for k, v in t.defaults.items() if k in t.mapped}
+    for key, was in OLD_DEFAULTS.items():
+        if key in t.defaults:
+            t.notes.append(
+                f"the file does not set {key}: TRL 1.x's {key}={t.defaults[key]!r} is assumed; {was}; "
+                f"a recipe written for that TRL meant it: pin it with {key}: <value> in the file (or --{key})"
+            )
     t.recipe = "gspo" if t.keys.get("algo.policy_loss") == "gspo" else None
     return t
 
@@ -303,6 +327,24 @@ def _advantage_and_kl(cfg: dict[str, Any], data: dict[str, Any], t: Translation,
         (t.set("multi_objective_aggregation") if agg == "sum_then_normalize" else t.unsupported.update({
             "multi_objective_aggregation": agg
         }))  # fmt: skip
+
+
+def _rewards(data: dict[str, Any], t: Translation) -> None:
+    """`reward_funcs` (+ the grpokit extension `reward_module`): each name to a function that exists, or refused."""
+    module = data.get("reward_module")
+    if "reward_funcs" not in data:
+        if module:
+            t.unsupported["reward_module"] = module
+            t.notes.append("reward_module names where reward_funcs live, and the file sets no reward_funcs")
+        return
+    names = data["reward_funcs"]
+    names = [names] if isinstance(names, str) else list(names or [])
+    found, missing = trl_rewards.resolve(names, module)
+    if missing:
+        t.unsupported["reward_funcs"] = data["reward_funcs"]
+        t.refused.append(trl_rewards.fix(missing, module))
+        return
+    t.set(("reward_funcs", "reward_module") if module else "reward_funcs", reward__functions=found)
 
 
 def _lora(data: dict[str, Any], t: Translation, valid_keys: set[str]) -> None:
