@@ -35,6 +35,6 @@ def register_cli(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--kind", choices=sorted(PROBES), default="numeric", help="probe set (without --labeled)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per call, as reward.timeout_s")
     p.add_argument("--threshold", type=float, default=0.5, help="score counted as 'accepted' (labeled mode)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(fn=cmd_audit_reward)
     return p

@@ -1,6 +1,10 @@
 """The `grpokit` command line's grammar: one function per core subcommand that adds its parser, arguments and
 help to argparse's sub-parsers and returns it (`grpokit.cli` attaches the command that runs it). Subcommands of
-their own packages register themselves (`preflight`, `audit-reward`, `config from-trl/from-verl`)."""
+their own packages register themselves (`preflight`, `audit-reward`, `config from-trl/from-verl`).
+
+Every option has help text (tests/cli/test_cli_flags.py walks them all). `train` and `preflight` also take TRL's
+flag names (`--learning_rate`, `--num_generations`, ...), translated by meaning (`grpokit.cli.trl_flags`); the
+same concept has one name in every subcommand (`--task`, `--model`, `--recipe`, `--set`, `--out`)."""
 
 from __future__ import annotations
 
@@ -31,8 +35,8 @@ each step prints one health line (docs/diagnosis.md, "The health line"):
 
 def recipes(sub: Any) -> Parser:
     r = sub.add_parser("recipes", help="list recipes, or `recipes show NAME` for the resolved config")
-    r.add_argument("action", nargs="?", choices=["list", "show"], default="list")
-    r.add_argument("name", nargs="?")
+    r.add_argument("action", nargs="?", choices=["list", "show"], default="list", help="list (default) or show")
+    r.add_argument("name", nargs="?", help="the recipe to show (with show)")
     return r
 
 
@@ -58,13 +62,17 @@ def train(sub: Any) -> Parser:
         default=None,
         help=f"{', '.join(EMBEDDED_MODELS)} (embedded; default), tiny, or a from_pretrained name or directory",
     )
-    t.add_argument("--steps", type=int, default=None)
+    t.add_argument("--steps", type=int, default=None, help="training steps: rollout batches (train.steps)")
     t.add_argument("--out", default=None, help="parent directory of run directories (default runs/)")
     t.add_argument(
-        "--output-dir", default=None, help="exactly this run directory, as TRL's output_dir (refused if it holds a run)"
+        "--output-dir",
+        "--output_dir",
+        dest="output_dir",
+        default=None,
+        help="exactly this run directory, as TRL's output_dir (refused if it holds a run)",
     )
     t.add_argument("--name", default=None, help="run directory name")
-    t.add_argument("--seed", type=int, default=None)
+    t.add_argument("--seed", type=int, default=None, help="random seed (train.seed; TRL's --seed)")
     t.add_argument("--config", default=None, help="YAML file with config sections to apply over the recipe")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. --set algo.eps_high=0.28")
     t.add_argument(
@@ -77,7 +85,30 @@ def train(sub: Any) -> Parser:
     )
     t.add_argument("--eval-samples", type=int, default=1, help="samples per held-out prompt in eval")
     t.add_argument("--autopilot", action="store_true", help="apply detectors' fixes within train.autopilot_* bounds")
+    reward_module(t)
+    t.epilog = (t.epilog or "") + TRL_FLAGS
     return t
+
+
+TRL_FLAGS = """
+TRL's flag names are accepted too and translated by meaning, as --config translates a TRL GRPOConfig file
+(grpokit config from-trl): e.g. --learning_rate 3e-6 -> train.lr, --num_generations 4 -> rollout.group_size
+(with the prompts per step its default per_device_train_batch_size means), --max_steps -> train.steps; each
+says on one line what it became. A TRL flag with no grpokit meaning is refused with the reason.
+"""
+
+
+def reward_module(p: Parser) -> None:
+    """`--reward-module`: where a TRL recipe's reward_funcs names live (open-r1's recipes name their own)."""
+    p.add_argument(
+        "--reward-module",
+        "--reward_module",
+        dest="reward_module",
+        default=None,
+        metavar="MODULE",
+        help="module or .py file where a TRL recipe's reward_funcs names live: NAME resolves to NAME or NAME_reward "
+        "there, as open-r1's get_reward_funcs names them (e.g. --reward-module open_r1.rewards)",
+    )
 
 
 def doctor(sub: Any) -> Parser:
@@ -85,15 +116,15 @@ def doctor(sub: Any) -> Parser:
         "doctor", help="diagnose trainings from their logs (grpokit, TRL, verl, W&B exports, TensorBoard, consoles)"
     )
     dr.add_argument("path", help="a log file, a run directory, or a folder of runs (each diagnosed on its own)")
-    dr.add_argument("--json", action="store_true")
+    dr.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     dr.add_argument("--run", default=None, metavar="NAME", help="only the run of that name under PATH")
     return dr
 
 
 def report(sub: Any) -> Parser:
     rp = sub.add_parser("report", help="HTML page + PNG plots of a run's health, with alert markers")
-    rp.add_argument("path")
-    rp.add_argument("--out", default=None)
+    rp.add_argument("path", help="a run directory or a log file (any format grpokit doctor reads)")
+    rp.add_argument("--out", default=None, help="output directory (default: <run>/report)")
     rp.add_argument("--run", default=None, metavar="NAME", help="the run to report when PATH holds several")
     return rp
 
@@ -113,19 +144,19 @@ def compare(sub: Any) -> Parser:
 
 def evaluate(sub: Any) -> Parser:
     e = sub.add_parser("eval", help="held-out accuracy of a model on a task")
-    e.add_argument("--model", default="smollm2-135m-instruct")
-    e.add_argument("--task", default="add1")
+    e.add_argument("--model", default="smollm2-135m-instruct", help="embedded name, tiny, or a model directory")
+    e.add_argument("--task", default="add1", help="built-in task, a data file or directory, or a datasets name")
     e.add_argument("--n", type=int, default=100, help="held-out prompts")
     e.add_argument("--samples", type=int, default=1, help="samples per prompt")
-    e.add_argument("--temperature", type=float, default=1.0)
-    e.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    e.add_argument("--json", action="store_true")
+    e.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
+    e.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, repeatable")
+    e.add_argument("--json", action="store_true", help="print the result as JSON")
     return e
 
 
 def demo(sub: Any) -> Parser:
     d = sub.add_parser("demo", help="about 10 minutes of DAPO on single-digit addition with the embedded model")
-    d.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    d.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, repeatable")
     d.add_argument("--eval-samples", type=int, default=5, help="samples per held-out prompt in eval")
     return d
 

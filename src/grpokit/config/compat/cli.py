@@ -43,7 +43,7 @@ def cmd_config(args: argparse.Namespace) -> int:
     fmt = args.action.removeprefix("from-")
     data, label = _read(fmt, args.sources)
     try:
-        found = translate(data, label, set(all_keys(Config())), fmt=fmt)
+        found = translate(data, label, set(all_keys(Config())), fmt=fmt, strict=False)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if found is None:  # a format was named, so translate always answers
@@ -63,7 +63,7 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 def register_cli(sub: Any) -> None:
     c = sub.add_parser("config", help="write the grpokit config equivalent to a TRL GRPOConfig or verl config")
-    c.add_argument("action", choices=["from-trl", "from-verl"])
+    c.add_argument("action", choices=["from-trl", "from-verl"], help="the format of the sources")
     c.add_argument("sources", nargs="+", help="from-trl: a YAML file; from-verl: YAML files and/or key=value overrides")
     c.add_argument("--out", "-o", default=None, help="write the YAML here (default: stdout)")
     c.set_defaults(fn=cmd_config)

@@ -1,0 +1,76 @@
+"""TRL's flag names on `grpokit train` / `grpokit preflight`, translated by meaning as `--config` translates a TRL file.
+
+`grpokit train --learning_rate 3e-6 --num_generations 4` reads the flags argparse did not take
+(`grpokit.config.compat.flags`), translates them with the TRL translation (`grpokit.config.compat.trl`, the same
+code `--config trl.yaml` and `grpokit config from-trl` use) and applies the grpokit keys as `--set` overrides ahead
+of the user's own `--set` (which win). Each flag gets one line on stderr saying what it became. A TRL `--config`
+file and TRL flags are translated together, as `trl grpo --config F --flag V` merges them (the flags win), because
+batch sizes mean something only together (`num_generations` divides the completions of
+`per_device_train_batch_size`). A TRL flag with no grpokit meaning is refused, naming the flag and what to do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+TAKES_TRL_FLAGS = ("train", "preflight")
+
+
+def _trl_file(path: str | None) -> dict[str, Any] | None:
+    """The mapping of a TRL config file, or None when `path` is no file or another format."""
+    from ..config import read_yaml
+    from ..config.compat import detect
+
+    if not path or not Path(path).is_file():
+        return None
+    data = read_yaml(Path(path)) or {}
+    return data if isinstance(data, dict) and detect(data) == "trl" else None
+
+
+def _fail(command: str, message: str) -> None:
+    print(f"grpokit {command}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def apply_trl_flags(args: argparse.Namespace, extra: list[str]) -> None:
+    """Translate the TRL flags among `extra` (and `args.reward_module`) into `args.set`; exit 2 on a bad one."""
+    module = getattr(args, "reward_module", None)
+    if not extra and not module:
+        return
+    command = getattr(args, "command", "")
+    if command not in TAKES_TRL_FLAGS:
+        _fail(command, f"unrecognized arguments: {' '.join(extra)}")
+    from ..config import Config, all_keys
+    from ..config.compat import flags as trl_flags
+    from ..config.compat import translate
+
+    try:
+        given = trl_flags.parse_flags(extra)
+    except trl_flags.FlagError as e:
+        _fail(command, str(e))
+    base = _trl_file(getattr(args, "config", None))
+    data = {**(base or {}), **given, **({"reward_module": module} if module else {})}
+    label = f"{args.config} with TRL flags" if base is not None else "TRL flags"
+    try:
+        t = translate(data, label, set(all_keys(Config())), fmt="trl")
+    except ValueError as e:
+        _fail(command, str(e))
+    assert t is not None
+    refused = [k for k in given if k in t.unsupported]
+    if refused:
+        from ..config.compat import foreign_hint
+
+        shown = "; ".join(f"--{k} {given[k]}" + (foreign_hint(k) or ": no grpokit equivalent") for k in refused)
+        _fail(command, f"TRL flags with no grpokit meaning (the run would differ from TRL's): {shown}; drop them")
+    for line in trl_flags.describe(t, given):
+        print(f"grpokit: TRL flag {line}", file=sys.stderr)
+    if base is not None:
+        print(f"grpokit: {t.message()}", file=sys.stderr)
+        args.config = None  # translated here, together with the flags
+    keys = set(given) | ({"reward_module"} if module else set())
+    args.set = trl_flags.overrides(t, keys, whole_file=base is not None) + list(args.set or [])
+    if t.recipe and getattr(args, "recipe", None) == "grpo":
+        args.recipe = t.recipe
