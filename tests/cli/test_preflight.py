@@ -169,3 +169,40 @@ def test_preflight_talks_times_training_rounds_and_prints_the_train_command(tmp_
         assert f"--task {filtered}" in out.stdout and "reward.functions=[exact_numeric]" in out.stdout
     else:
         assert "nothing to train on from filtered.jsonl" in out.stdout
+
+
+# ------------------------------------------------------------------------------ issue 28: a reward model's noise
+
+
+def test_reward_model_noise_within_groups_against_a_verifier() -> None:
+    from grpokit.preflight.estimates import reward_model_noise
+
+    # group 1 ranks both right answers over both wrong ones; group 2 scores all alike (ties count 1/2)
+    m = reward_model_noise([1.0, 0.0, 1.0, 0.0, 0.5, 0.5, 0.5, 0.5], [1, 0, 1, 0, 1, 1, 0, 0], 4)
+    assert m["agreement_auc"] == pytest.approx((4 * 1.0 + 4 * 0.5) / 8) and m["pairs"] == 8
+    assert m["gap"] == pytest.approx(0.5) and m["noise_to_signal"] == 0.0
+    assert m["spread_within_groups"] == pytest.approx(0.25)
+    assert m["spread_overall"] == pytest.approx(math.sqrt(0.125))
+    assert m["verdict"] == "agrees with the verifier within groups"
+    noisy = reward_model_noise([0.9, 0.1, 0.2, 0.8], [1, 1, 0, 0], 4)  # right 0.9, 0.1 vs wrong 0.2, 0.8
+    assert noisy["agreement_auc"] == 0.5 and noisy["gap"] == pytest.approx(0.0)
+    assert noisy["noise_to_signal"] == math.inf and noisy["verdict"].startswith("noisy: within groups")
+    assert reward_model_noise([0.1, 0.2], None, 2)["verdict"].startswith("no verifier")
+
+
+def test_preflight_reports_the_reward_models_noise(tmp_path: Path, embedded_model_dir: Path) -> None:
+    from tiny_reward_model import build_tiny_reward_model
+
+    rm = build_tiny_reward_model(tmp_path / "tiny_rm", embedded_model_dir)
+    cfg = build_config(
+        "grpo", [*TINY, f"reward.functions=[exact_numeric, {rm}]"], **{"model.name": "tiny", "data.task": "add1"}
+    )
+    report = run_preflight(cfg, n_prompts=2)
+    m = report["reward_models"]["tiny_rm"]
+    assert m["verifier"] == "exact_numeric"
+    assert m["spread_within_groups"] > 0 and m["spread_overall"] > 0  # a random head still spreads its scores
+    # the random tiny policy never answers right within 4 tokens: no right/wrong pair to rank
+    assert m["pairs"] == 0 and m["verdict"].startswith("no group had both")
+    assert "reward model tiny_rm: score std" in render(report)
+    no_rm = run_preflight(build_config("grpo", TINY, **{"model.name": "tiny", "data.task": "add1"}), n_prompts=1)
+    assert no_rm["reward_models"] == {} and "reward model" not in render(no_rm)

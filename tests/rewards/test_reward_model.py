@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 from tiny_config import tiny_overrides
+from tiny_reward_model import build_tiny_reward_model
 
 from grpokit.audit import audit_reward, render
 from grpokit.config import ConfigError, build_config
@@ -35,23 +36,7 @@ def _save_classifier(model: Any, tokenizer: Any, out: Path) -> Path:
 @pytest.fixture(scope="module")
 def tiny_rm(tmp_path_factory: pytest.TempPathFactory, embedded_model_dir: Path) -> Path:
     """A 2-layer random LlamaForSequenceClassification (num_labels=1) with the embedded tokenizer, seeded."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
-
-    tok = AutoTokenizer.from_pretrained(embedded_model_dir, local_files_only=True)
-    config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=512,
-        num_labels=1,
-        pad_token_id=tok.eos_token_id,
-        eos_token_id=tok.eos_token_id,
-    )
-    torch.manual_seed(0)
-    return _save_classifier(LlamaForSequenceClassification(config), tok, tmp_path_factory.mktemp("models") / "tiny_rm")
+    return build_tiny_reward_model(tmp_path_factory.mktemp("models") / "tiny_rm", embedded_model_dir)
 
 
 def _examples(n: int) -> list[Example]:

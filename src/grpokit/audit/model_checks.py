@@ -7,9 +7,9 @@ labeled file, or, on the probe set of a kind, the kind's built-in verifier (`VER
 against the probe's answer. The signal is the gap between the mean score of right and of wrong cases; every
 sensitivity is the largest score change a harmless edit causes, as a fraction of that gap (`SENSITIVITY_MAX`):
 
-- `agreement`: the AUC of the scores against the verifier's labels, P(score(right) > score(wrong)) over every
-  right/wrong pair, ties counted 1/2 (the Mann-Whitney U statistic / (n_right n_wrong)); below `AGREEMENT_MIN` the
-  model ranks answers unlike the verifier;
+- `agreement`: the AUC of the scores against the verifier's labels (grpokit/rewards/agreement.py), P(score(right) >
+  score(wrong)) over every right/wrong pair, ties 1/2; below `AGREEMENT_MIN` the model ranks answers unlike the
+  verifier;
 - `spread`: the standard deviation, min and max of all scores (a flat model, std < `SPREAD_MIN`, gives no signal);
 - `length`: a right and a wrong case padded with 1, 4 and 16 copies of a neutral sentence (`FILLER`);
 - `format`: the right answer in equivalent formats (the probe's equivalent forms, or `FORMAT_WRAPS` of right rows);
@@ -28,13 +28,13 @@ from typing import Any
 
 from ..common.registry import Registry
 from ..data.example import Example
+from ..rewards.agreement import AGREEMENT_MIN, NOISE_MAX, auc
 from .caller import RewardCaller
 from .checks import labeled_example
 from .probes import PROBES, probe_example
 
 VERIFIERS = {"numeric": "exact_numeric", "math": "math_verify", "code": "code_exec"}
-AGREEMENT_MIN = 0.75
-SENSITIVITY_MAX = 0.5
+SENSITIVITY_MAX = NOISE_MAX
 SPREAD_MIN = 1e-3
 FILLER = " Let me state that once more."
 PADDINGS = (1, 4, 16)
@@ -90,14 +90,6 @@ class ModelAudit:
     def scores(self, texts: list[str], examples: list[Example], case: str) -> list[float]:
         out = self.caller.score(texts, examples, case)
         return out if out is not None else [math.nan] * len(texts)
-
-
-def auc(right: list[float], wrong: list[float]) -> float:
-    """P(a right case outscores a wrong one), ties 1/2: Mann-Whitney U / (n_right n_wrong); NaN without both."""
-    if not right or not wrong:
-        return math.nan
-    wins = sum((r > w) + 0.5 * (r == w) for r in right for w in wrong)
-    return wins / (len(right) * len(wrong))
 
 
 def _relative(shift: float, gap: float) -> float:

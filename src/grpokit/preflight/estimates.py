@@ -1,12 +1,16 @@
 """Preflight's pure estimates: expected zero-variance groups per group size (unbiased from the sampled counts),
-the recommended G, pass-rate histogram, percentiles, the entropy verdict and the recommended length limit."""
+the recommended G, pass-rate histogram, percentiles, the entropy verdict, the recommended length limit, and a reward
+model's noise within groups."""
 
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any
 
 import torch
+
+from ..rewards.agreement import AGREEMENT_MIN, NOISE_MAX, auc
 
 GROUP_SIZES = (2, 4, 8, 16, 32, 64)
 ZV_TARGET = 0.5
@@ -127,4 +131,63 @@ def _length_advice(rec: int, note: str, trunc_rate: float, stats: dict[str, Any]
         "note": note,
         "truncation_rate": trunc_rate,
         **stats,
+    }
+
+
+def reward_model_noise(scores: list[float], labels: list[float] | None, group_size: int) -> dict[str, Any]:
+    """How noisy a reward model's scores are where GRPO reads them: within each group of `group_size` samples.
+
+    `spread_within_groups`: the mean over groups of the scores' standard deviation (what the advantages normalise).
+    With a verifier's `labels` (right when >= 0.5): `agreement_auc`, P(right outscores wrong) over the right/wrong
+    pairs of the same group (grpokit/rewards/agreement.py), `gap`, the mean over groups that have both of mean(right)
+    - mean(wrong), and `noise_to_signal`: the standard deviation of each score around its group's mean for its label
+    (the spread the verifier does not explain) over that gap. Noisy when the AUC is below `AGREEMENT_MIN` or the
+    noise is above `NOISE_MAX` x the gap."""
+    g = max(group_size, 1)
+    groups = [list(range(s, min(s + g, len(scores)))) for s in range(0, len(scores), g)]
+    finite = [s for s in scores if math.isfinite(s)]
+    stds = [statistics.pstdev(v) for v in ([scores[i] for i in grp if math.isfinite(scores[i])] for grp in groups)]
+    out: dict[str, Any] = {
+        "spread_within_groups": statistics.fmean(stds) if stds else math.nan,
+        "spread_overall": statistics.pstdev(finite) if finite else math.nan,
+        "agreement_auc": math.nan,
+        "pairs": 0,
+        "gap": math.nan,
+        "noise_to_signal": math.nan,
+    }
+    if labels is None:
+        return {**out, "verdict": "no verifier (no rule reward and no reference answers): agreement not measured"}
+    wins = pairs = 0.0
+    gaps, residuals = [], []
+    for grp in groups:
+        ok = [i for i in grp if math.isfinite(scores[i]) and math.isfinite(labels[i])]
+        right = [scores[i] for i in ok if labels[i] >= 0.5]
+        wrong = [scores[i] for i in ok if labels[i] < 0.5]
+        for side in (right, wrong):
+            residuals += [v - statistics.fmean(side) for v in side]
+        if right and wrong:
+            wins += auc(right, wrong) * len(right) * len(wrong)
+            pairs += len(right) * len(wrong)
+            gaps.append(statistics.fmean(right) - statistics.fmean(wrong))
+    if not pairs:
+        return {**out, "verdict": "no group had both right and wrong answers: agreement not measured"}
+    gap = statistics.fmean(gaps)
+    noise = math.sqrt(statistics.fmean(r * r for r in residuals))
+    ratio = noise / gap if gap > 0 else math.inf
+    agreement = wins / pairs
+    noisy = agreement < AGREEMENT_MIN or ratio > NOISE_MAX
+    verdict = (
+        f"noisy: within groups it ranks right over wrong in {agreement:.0%} of pairs and its unexplained spread is "
+        f"{ratio:.2f} x the right-wrong gap (needs >= {AGREEMENT_MIN:.0%} and <= {NOISE_MAX:g}); audit it with "
+        "grpokit audit-reward, or weight it below the verifier"
+        if noisy
+        else "agrees with the verifier within groups"
+    )
+    return {
+        **out,
+        "agreement_auc": agreement,
+        "pairs": int(pairs),
+        "gap": gap,
+        "noise_to_signal": ratio,
+        "verdict": verdict,
     }

@@ -25,6 +25,7 @@ from .estimates import (
     percentiles,
     recommend_group_size,
     recommend_length,
+    reward_model_noise,
     zero_variance,
 )
 from .sampling import Progress, sample_in_rounds
@@ -137,7 +138,36 @@ def _measure(session: Any, n_prompts: int, progress: Progress | None = None) -> 
             **step_cost(cfg, timings, len(out.texts), table[g]["zero_variance"]),
         },
         "train_command": {"reward": _reward_name(session), "precision": session.precision.name},
+        "reward_models": _reward_model_section(session, out, res, examples, g),
     }
+
+
+def _verifier(session: Any, texts: list[str], examples: list[Any], res: Any) -> tuple[str | None, list[float] | None]:
+    """The verifier a reward model is compared with: the run's correctness reward (or first rule reward) when it is
+    one, else the data's default reward scored here on the same completions; (None, None) without either."""
+    from ..rewards import RewardManager
+
+    mgr = session.rewards
+    rules = [r.name for r in mgr.rewards if r.name not in mgr.reward_models]
+    if rules:
+        name = mgr.correctness if mgr.correctness in rules else rules[0]
+        return name, list(res.per_reward[name])
+    default = session.data.default_reward
+    if default is None:
+        return None, None
+    with RewardManager([(default, 1.0)], timeout_s=session.cfg.reward.timeout_s, max_fail_frac=1.0) as verifier:
+        return str(default), list(verifier.score(texts, examples).rewards)
+
+
+def _reward_model_section(session: Any, out: Any, res: Any, examples: list[Any], g: int) -> dict[str, Any]:
+    """Each reward model's noise within the G samples of a prompt against a verifier (estimates.reward_model_noise);
+    empty when the run has no reward model."""
+    names = session.rewards.reward_models
+    if not names:
+        return {}
+    per_sample = [examples[int(i)] for i in out.prompt_index]
+    verifier, labels = _verifier(session, out.texts, per_sample, res)
+    return {n: {"verifier": verifier, **reward_model_noise(res.per_reward[n], labels, g)} for n in names}
 
 
 def _reward_name(session: Any) -> str:

@@ -20,6 +20,24 @@ def _pass_rate_lines(c: dict[str, Any], pr: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _reward_model_lines(g: int, models: dict[str, Any]) -> list[str]:
+    """Each reward model's spread within groups of G and its agreement with the verifier."""
+    lines = []
+    for name, m in models.items():
+        lines.append(
+            f"reward model {name}: score std {m['spread_within_groups']:.3g} within groups of G={g} "
+            f"({m['spread_overall']:.3g} overall)"
+            + (
+                f"; vs verifier {m['verifier']}: AUC {m['agreement_auc']:.2f} over {m['pairs']} right/wrong pairs, "
+                f"gap {m['gap']:.3g}, noise/signal {m['noise_to_signal']:.2f}"
+                if m["pairs"]
+                else ""
+            )
+        )
+        lines.append(f"  verdict: {m['verdict']}")
+    return [""] + lines if lines else []
+
+
 def _zero_variance_lines(g: int, zv: dict[str, Any]) -> list[str]:
     lines = ["", f"zero-variance groups (no learning signal; observed at G={g}: {zv['observed_at_group_size']:.0%})"]
     lines.append("     G  expected  all-correct  all-wrong")
@@ -102,6 +120,7 @@ def render(report: dict[str, Any]) -> str:
     length, cost."""
     c = report["config"]
     lines = _pass_rate_lines(c, report["pass_rates"])
+    lines += _reward_model_lines(c["group_size"], report.get("reward_models") or {})
     lines += _zero_variance_lines(c["group_size"], report["zero_variance"])
     lines += _filter_entropy_length_lines(c, report["filtered"], report["entropy"], report["length"])
     lines += _cost_lines(c, report["cost"])
