@@ -94,9 +94,11 @@ def test_train_help_explains_every_field_of_the_health_line() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "grpokit", "train", "--help"], capture_output=True, text=True, timeout=60, check=True
     ).stdout
-    labels = [part.split(" ")[0] for part in health_line(1, 2, {"kl_ref/k3": 0.0, "sampling/rounds": 2.0}).split(" | ")]
-    assert labels[:-1] == ["step", "reward", "acc", "H", "zv", "kl", "clip", "len", "rounds"]
-    assert labels[-1].endswith("s")  # the step's seconds
-    for label in ["step s/N", "reward", "acc", "H", "zv", "(acc ✓ a ✗ b)", "kl", "clip lo/hi", "len", "rounds", "Ns"]:
+    every = {"kl_ref/k3": 0.0, "sampling/rounds": 2.0, "actor/clipfrac_high": 0.01, "time/step": 3.0}
+    labels = [part.split(" ")[0] for part in health_line(1, 2, every, alerts=1).split("  ")]
+    assert labels == ["step", "reward", "acc", "H", "zv", "kl", "clip", "len", "rounds", "3.0s", "⚠1"]
+    assert "  zv – all✓– all✗–  " in health_line(1, 2, every)
+    for label in ["step s/N", "reward", "acc", "H", "zv", "all✓ all✗", "kl", "clip lo/hi", "len", "rounds", "Ns"]:
         assert f"\n  {label} " in out, label
+    assert "\n  eta " in out and "\n  ⚠n " in out
     assert all(name in out for name in TASKS.primary())  # --task lists the registered tasks

@@ -17,19 +17,28 @@ from ..models.embedded import EMBEDDED_MODELS
 Parser = argparse.ArgumentParser
 
 HEALTH_LINE = """\
-each step prints one health line (docs/diagnosis.md, "The health line"):
+each step prints one health line, at most 100 columns (docs/diagnosis.md, "The health line"):
   step s/N          steps done of train.steps
-  reward            mean reward of the step's samples (reward/mean)
-  acc               share of samples the correctness reward passes (reward/accuracy)
+  reward            mean reward of the step's samples, every generation round (reward/mean)
+  acc               share of the samples the correctness reward passes (reward/accuracy)
   H                 mean token entropy of the policy on its own samples, nats (entropy/token_mean)
-  zv                share of groups whose samples all got the same reward: no gradient (zv/frac)
-  (acc ✓ a ✗ b)     of all groups: share all-correct (✓) and all-wrong (✗)
-  kl                KL to the reference, k3 estimator (kl_ref/k3), when the recipe has a reference
-  clip lo/hi        share of tokens clipped below 1 - eps_low / above 1 + eps_high
-  len               mean response length, tokens
-  rounds            generation rounds of the step, when dynamic sampling drew more than one
-  Ns                seconds the step took
-  ⚠ mode, ...       the failure modes active now (the alert itself is printed when it starts, with its fix)
+  zv                share of groups whose samples all got the same reward: no gradient from them (zv/frac)
+  all✓ all✗         share of ALL groups (not of the zv ones) whose samples are all correct / all wrong
+                    (zv/all_correct, zv/all_wrong: on accuracy alone, so all✓ + all✗ can differ from zv)
+  kl                KL to the reference, k3 estimator (kl_ref/k3); only with a reference policy
+  clip lo/hi        % of tokens clipped below 1 - eps_low / above 1 + eps_high; only when one is above 0
+                    (with one optimizer step per batch the ratio is 1 and nothing is clipped)
+  len               mean response length, tokens (length/mean)
+  rounds            generation rounds of the step; only when dynamic sampling drew more than one
+  Ns                seconds the step took (time/step)
+  eta               time left: steps left x mean seconds of a step so far, evaluations and checkpoints
+                    included (on a terminal it is in the progress bar, next to the elapsed time)
+  ⚠n                n alerts active now; an alert is printed with its fix when it starts (again when its
+                    severity or reading changes) and one line says when it clears
+a line that would pass 100 columns leaves out Ns, len, clip lo/hi, H, in that order, until it fits.
+also printed: held-out accuracy when measured (eval before training, eval step N, eval after step N) and
+one line per checkpoint saved (path, size on disk, seconds); on a terminal, progress bars of the steps
+and of the phase running now (rollout, score, advantages, update i/n, signals, eval, checkpoint).
 """
 
 
@@ -138,7 +147,7 @@ def compare(sub: Any) -> Parser:
         choices=["tokens", "samples", "steps", "seconds"],
         help="x axis: cumulative generated tokens (default), generated samples, training steps, or wall seconds",
     )
-    cp.add_argument("--out", default=None, help="output directory (default runs/compare-<stamp>)")
+    cp.add_argument("--out", default=None, help="output directory (default comparisons/compare-<stamp>, beside runs/)")
     return cp
 
 

@@ -1,95 +1,179 @@
-"""Terminal display: progress bars per phase (generate, score, update, eval) and a compact health line."""
+"""The live display of `grpokit train`: progress of the steps (with an ETA) and of the phase running now, one
+health line per step, held-out evaluations, checkpoints, and alerts when they start, change and clear.
+
+On a terminal it draws rich progress bars above which every line is printed; anywhere else (a file, a pipe, CI)
+it writes the same lines as plain text, without control characters, one line per event and no progress bars.
+"""
 
 from __future__ import annotations
 
-import math
-import sys
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from .. import metric_names as mn
+from .health_line import duration, health_line
+from .phase_progress import PhaseTracker
+
+__all__ = ["Display", "health_line"]
+
+NO_HELD_OUT = "no held-out prompts; give data.eval_data=FILE or more distinct prompts"
+STYLES = {"critical": "bold red", "warning": "yellow", "info": "cyan", "cleared": "green"}
 
 
-def _f(x: Any, fmt: str = ".2f") -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "–"
-    return format(x, fmt)
+class EtaColumn(ProgressColumn):
+    """The task's `eta` field: seconds left from the mean step time so far (the display computes it)."""
+
+    def render(self, task: Task) -> Text:
+        eta = task.fields.get("eta")
+        return Text("" if eta is None else f"eta {duration(eta)}", style="progress.remaining")
 
 
-def health_line(step: int, total: int, m: dict[str, Any]) -> str:
-    """One compact line of the §17 signals that matter most."""
-    parts = [
-        f"step {step}/{total}",
-        f"reward {_f(m.get(mn.REWARD_MEAN))}",
-        f"acc {_f(m.get(mn.REWARD_ACCURACY), '.0%')}",
-        f"H {_f(m.get(mn.ENTROPY_TOKEN_MEAN))}",
-        f"zv {_f(m.get(mn.ZV_FRAC))} (acc ✓{_f(m.get(mn.ZV_ALL_CORRECT))} ✗{_f(m.get(mn.ZV_ALL_WRONG))})",
-    ]
-    if mn.KL_REF_K3 in m:
-        parts.append(f"kl {_f(m.get(mn.KL_REF_K3), '.4f')}")
-    parts.append(f"clip lo/hi {_f(m.get(mn.ACTOR_CLIPFRAC_LOW))}/{_f(m.get(mn.ACTOR_CLIPFRAC_HIGH))}")
-    parts.append(f"len {_f(m.get(mn.LENGTH_MEAN), '.1f')}")
-    if m.get(mn.SAMPLING_ROUNDS, 1) > 1:
-        parts.append(f"rounds {int(m[mn.SAMPLING_ROUNDS])}")
-    parts.append(f"{_f(m.get(mn.TIME_STEP), '.1f')}s")
-    return " | ".join(parts)
+def disk_size(path: Path) -> int:
+    """Bytes of the files under `path` (a file's own size when it is a file; 0 when it is gone)."""
+    p = Path(path)
+    if p.is_file():
+        return p.stat().st_size
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else 0
+
+
+def size_text(n: int) -> str:
+    """Bytes as 512 B, 3.4 MB, 1.6 GB (decimal units, as `du --si`)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def eval_line(label: str, ev: dict[str, Any], before: float | None = None) -> str:
+    """`eval step 12: held-out accuracy 99.0% (n=100)`; with `before`, the accuracy before training too."""
+    if mn.EVAL_ACCURACY not in ev:
+        return f"{label}: held-out accuracy not measured ({NO_HELD_OUT})"
+    n = ev.get(mn.EVAL_N)
+    detail = [f"n={int(n)}"] if n is not None else []
+    if before is not None:
+        detail.append(f"{before:.1%} before training")
+    return f"{label}: held-out accuracy {ev[mn.EVAL_ACCURACY]:.1%}" + (f" ({', '.join(detail)})" if detail else "")
 
 
 class Display:
-    """Rich progress on a terminal; plain lines otherwise (CI, logs)."""
+    """Rich progress on a terminal; plain lines otherwise (CI, logs, a `console` writing to a file).
+
+    `console`: where to write (default: standard output); its `is_terminal` decides between the two modes.
+    """
 
     def __init__(self, total_steps: int, enabled: bool = True, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=False)
+        self.console = console or Console()
         self.total = total_steps
-        self.live = enabled and sys.stdout.isatty()
+        self.live = enabled and self.console.is_terminal
         self.progress: Progress | None = None
+        self.phases = PhaseTracker()
+        self.seconds = 0.0  # step, evaluation and checkpoint seconds of the steps done in this session
+        self.steps_done = 0
+        self.accuracy_before: float | None = None
+        self.alerts: dict[str, Any] = {}  # detector -> its alert, while active
         if self.live:
             self.progress = Progress(
-                TextColumn("[bold]{task.description:<10}"),
+                TextColumn("[bold]{task.description:<24}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeElapsedColumn(),
+                EtaColumn(),
                 console=self.console,
                 transient=False,
             )
-            self.steps_task = self.progress.add_task("train", total=total_steps)
-            self.phase_task = self.progress.add_task("generate", total=1)
+            self.steps_task = self.progress.add_task("train", total=total_steps, eta=None)
+            self.phase_task = self.progress.add_task("starting", total=None)
             self.progress.start()
 
-    def phase(self, name: str, completed: int = 0, total: int = 1) -> None:
-        if self.progress is not None:
-            self.progress.update(self.phase_task, description=name, completed=completed, total=total)
+    # ---------------------------------------------------------------------------------------------- output
 
-    def step_done(self, step: int, metrics: dict[str, Any], active: list[str] | None = None) -> None:
-        line = health_line(step, self.total, metrics)
-        if active:
-            line += " | ⚠ " + ", ".join(active)
+    def _print(self, text: str, style: str | None = None) -> None:
         if self.progress is not None:
-            self.progress.update(self.steps_task, completed=step)
-            self.progress.console.print(line, highlight=False)
+            self.progress.console.print(Text(text, style=style or ""), highlight=False, soft_wrap=True)
         else:
-            print(line, flush=True)
-
-    def alert(self, alert: Any) -> None:
-        """Print a detector's alert as it fires."""
-        colour = {"critical": "bold red", "warning": "yellow"}.get(alert.severity, "cyan")
-        text = (
-            f"[{colour}]⚠ {alert.severity.upper()} {alert.mode}[/] (since step {alert.step}): {alert.message}"
-            f"\n    fix: {alert.fix}"
-        )
-        if self.progress is not None:
-            self.progress.console.print(text, highlight=False)
-        else:
-            self.console.print(text, highlight=False, soft_wrap=True)
+            self.console.file.write(text + "\n")
+            self.console.file.flush()
 
     def message(self, text: str) -> None:
-        if self.progress is not None:
-            self.progress.console.print(text, highlight=False)
+        """One line of text, printed as is."""
+        self._print(text)
+
+    # ---------------------------------------------------------------------------------------------- phases
+
+    def phase(self, name: str, completed: int = 0, total: int = 1) -> None:
+        """The phase running now (`generate`, `score`, `logprobs`, `update` with its optimizer steps, `eval`,
+        `checkpoint`, ...): on a terminal the phase bar shows it and its own clock; plain output prints nothing."""
+        shown = self.phases.enter(name, completed, total)
+        if self.progress is None:
+            return
+        if shown.restart:  # a new task: the phase's clock starts at 0 (a finished task's clock stops for good)
+            self.progress.remove_task(self.phase_task)
+            self.phase_task = self.progress.add_task(shown.label, total=shown.total, completed=shown.completed)
         else:
-            print(text, flush=True)
+            self.progress.update(self.phase_task, description=shown.label, completed=shown.completed)
+
+    # ----------------------------------------------------------------------------------------------- steps
+
+    def eta(self, step: int) -> float | None:
+        """Seconds left: steps left x the mean seconds of a step so far (its evaluation and checkpoint included)."""
+        if self.steps_done == 0 or step >= self.total:
+            return None
+        return max(self.total - step, 0) * self.seconds / self.steps_done
+
+    def step_done(self, step: int, metrics: dict[str, Any], active: list[str] | None = None) -> None:
+        """The step's health line; its held-out evaluation when it had one; alerts that cleared."""
+        self.steps_done += 1
+        self.seconds += sum(float(metrics.get(k) or 0.0) for k in (mn.TIME_STEP, mn.TIME_EVAL))
+        self.phases.step_done()
+        eta = self.eta(step)
+        if self.progress is not None:
+            self.progress.update(self.steps_task, completed=step, eta=eta)
+        self._print(health_line(step, self.total, metrics, eta=None if self.live else eta, alerts=len(active or [])))
+        if mn.EVAL_ACCURACY in metrics:
+            self._print(eval_line(f"eval step {step}", metrics))
+        self._cleared(step, active or [])
+
+    def evaluated(self, step: int, ev: dict[str, Any], *, before: bool = False) -> None:
+        """The held-out evaluation before training (`before`) or at the end of the run."""
+        if before:
+            self.accuracy_before = ev.get(mn.EVAL_ACCURACY)
+            self._print(eval_line("eval before training", ev))
+        else:
+            self._print(eval_line(f"eval after step {step}", ev, self.accuracy_before))
+
+    def checkpoint(self, step: int, path: Path, seconds: float | None = None, *, final: bool = False) -> None:
+        """One line per save: `saved checkpoint step 12 -> runs/x/checkpoints/step_12 (1.6 GB, 3.1s)`."""
+        if seconds is not None and not final:
+            self.seconds += seconds
+        what = "final model" if final else f"checkpoint step {step}"
+        took = f", {duration(seconds)}" if seconds is not None else ""
+        self._print(f"saved {what} -> {path} ({size_text(disk_size(path))}{took})")
+
+    # ---------------------------------------------------------------------------------------------- alerts
+
+    def alert(self, alert: Any) -> None:
+        """An alert when its mode starts (with its evidence and fix) or when its severity or reading changes."""
+        known = self.alerts.get(alert.detector)
+        self.alerts[alert.detector] = alert
+        again = " now" if known is alert or (known is not None and known.step == alert.step) else ""
+        self._print(
+            f"⚠ {alert.severity.upper()}{again} {alert.mode} (since step {alert.step}): {alert.message}",
+            STYLES.get(alert.severity),
+        )
+        self._print(f"    fix: {alert.fix}")
+
+    def _cleared(self, step: int, active: list[str]) -> None:
+        """One line for each alert no longer active."""
+        for detector, a in list(self.alerts.items()):
+            if a.mode not in active or getattr(a, "cleared_at", None) is not None:
+                del self.alerts[detector]
+                self._print(f"✓ cleared at step {step}: {a.mode} (active since step {a.step})", STYLES["cleared"])
 
     def close(self) -> None:
+        """Stop the progress bars (the lines printed stay)."""
         if self.progress is not None:
             self.progress.stop()

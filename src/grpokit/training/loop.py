@@ -4,6 +4,8 @@ autopilot; checkpoints every `train.save_every` steps and at the end; the final 
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
 from ..models import precision_reason
@@ -38,14 +40,7 @@ def _fit(trainer: Trainer, display: Any, *, eval_before: bool, eval_samples: int
     trainer.on_phase = hook
     _pretrain_critic(trainer, display)
     if eval_before and trainer.step == 0:
-        if hook:
-            hook("eval")
-        ev = trainer.evaluate(eval_samples)
-        summary["eval_before"] = ev
-        if log is not None:
-            log.log(0, ev)
-        if display:
-            display.message(_accuracy_line(ev, "held-out accuracy before training"))
+        summary["eval_before"] = _evaluate(trainer, display, eval_samples, before=True)
     guard = RunGuard(trainer)  # divergence and SIGINT/SIGTERM checks of each step (grpokit.training.guard)
     while trainer.step < cfg.train.steps:
         result = trainer.train_step()
@@ -72,20 +67,38 @@ def _fit(trainer: Trainer, display: Any, *, eval_before: bool, eval_samples: int
         _autopilot_react(trainer, display, new_alerts, metrics)
         guard.after_step(new_alerts)  # a divergence stops here, before a checkpoint of the dead model
         if cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0:
-            trainer.save()
+            _save(trainer, display)
         guard.after_save()  # a SIGINT/SIGTERM during the step: checkpoint it and stop
         if _stop_when_learned(trainer, guard, display, summary):
             break
     if not (cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0):
-        trainer.save()
-    if hook:
-        hook("eval")
-    ev = trainer.evaluate(eval_samples)
-    summary["eval_after"] = ev
-    if log is not None:
-        log.log(trainer.step, ev)
-    summary["final_model"] = str(trainer.save_final())
+        _save(trainer, display)
+    summary["eval_after"] = _evaluate(trainer, display, eval_samples)
+    summary["final_model"] = str(_save(trainer, display, final=True))
     return summary
+
+
+def _evaluate(trainer: Trainer, display: Any, eval_samples: int, *, before: bool = False) -> dict[str, Any]:
+    """The held-out evaluation before training (`before`, at step 0) or at the end: logged at its step, shown."""
+    if display:
+        display.phase("eval")
+    ev = trainer.evaluate(eval_samples)
+    if trainer.log is not None:
+        trainer.log.log(trainer.step, ev)
+    if display:
+        display.evaluated(trainer.step, ev, before=before)
+    return ev
+
+
+def _save(trainer: Trainer, display: Any, *, final: bool = False) -> Path:
+    """A checkpoint of this step (or, `final`, the final model), reported to the display with its time."""
+    if display:
+        display.phase("save final model" if final else "checkpoint")
+    t0 = time.perf_counter()
+    path = trainer.save_final() if final else trainer.save()
+    if display:
+        display.checkpoint(trainer.step, path, time.perf_counter() - t0, final=final)
+    return path
 
 
 def _stop_when_learned(trainer: Trainer, guard: RunGuard, display: Any, summary: dict[str, Any]) -> bool:
@@ -184,9 +197,3 @@ def _pretrain_critic(trainer: Trainer, display: Any) -> None:
             f"value pretraining: {len(rows)} batches, explained variance "
             f"{last['critic_pretrain/explained_variance']:.2f} (target {trainer.critic_cfg.pretrain_ev})"
         )
-
-
-def _accuracy_line(ev: dict[str, Any], label: str) -> str:
-    if "eval/accuracy" not in ev:
-        return f"{label}: not measured (no held-out prompts; give data.eval_data=FILE or more distinct prompts)"
-    return f"{label}: {ev['eval/accuracy']:.1%}"
