@@ -78,7 +78,7 @@ def test_warned_once_with_the_count_not_per_batch(math_only: str, caplog: pytest
         with RewardManager([(f"{math_only}:math_only", 1.0)]) as m:
             for _ in range(3):
                 m.score(COMPLETIONS, _rows(TASKS))
-            assert m.na_samples == 6
+            assert m.not_applicable.samples == 6
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     [warning] = [w for w in warnings if "no reward applies" in w]
     assert warning.startswith("2 of 4 samples: no reward applies") and "reward/na_frac" in warning

@@ -43,7 +43,7 @@ from typing import Any
 
 from .. import metric_names as mn
 from ..data.example import Example
-from .applicability import not_applicable_policy
+from .applicability import NotApplicableCount
 from .isolation import (
     LOAD_TIMEOUT_S,
     InlineRunner,
@@ -152,9 +152,7 @@ class RewardManager:
         self.timeout_s = float(timeout_s)
         self.max_fail_frac = float(max_fail_frac)
         self.max_abs_value = float(max_abs_value)
-        self.not_applicable = not_applicable
-        self._na = not_applicable_policy(not_applicable)
-        self.na_samples = 0  # samples no reward applied to, over every batch scored so far
+        self.not_applicable = NotApplicableCount(not_applicable)  # its policy, and the samples counted so far
         self.model_device = check_model_device(model_device)
         self.rewards: list[_Reward] = []
         for entry, weight in specs:
@@ -243,9 +241,7 @@ class RewardManager:
         for r in self.rewards:
             if isinstance(r.fn, RewardModel):
                 r.fn.close()
-        if self.na_samples:
-            log.info("%d sample(s) in all had no applicable reward (reward/na_frac)", self.na_samples)
-            self.na_samples = 0
+        self.not_applicable.close()
         self._process.close()
 
     def __enter__(self) -> RewardManager:
@@ -352,34 +348,13 @@ class RewardManager:
                 rewards.append(math.nan)
             elif not applicable:
                 na.append(i)
-                rewards.append(self._na.value)
+                rewards.append(self.not_applicable.policy.value)
             else:
                 rewards.append(sum(r.weight * per_reward[r.name][i] for r in applicable))
         if len(failed) > self.max_fail_frac * n:
             names = list(dict.fromkeys(f.reward for f in failures))
             raise failure_error(names, failures, n, self.max_fail_frac)
         return rewards, failed, na
-
-    def _warn_not_applicable(self, na: list[int], n: int, completions: list[str]) -> None:
-        """Count the batch's not-applicable samples; warn the first time (then only debug lines): one warning per
-        run, not one per batch."""
-        first = not self.na_samples
-        self.na_samples += len(na)
-        what = "scored 0 (as TRL does)" if self._na.trains else "left out of training"
-        level = logging.WARNING if first else logging.DEBUG
-        log.log(
-            level,
-            "%d of %d samples: no reward applies (every reward returned None), e.g. sample %d %r; %s "
-            "(reward.not_applicable=%s), counted in %s, not as failures%s",
-            len(na),
-            n,
-            na[0],
-            completions[na[0]][:80],
-            what,
-            self.not_applicable,
-            mn.REWARD_NA_FRAC,
-            "; this warning is shown once, the manager's total is logged when it closes" if first else "",
-        )
 
     def score(
         self,
@@ -406,7 +381,7 @@ class RewardManager:
         )
         rewards, failed, na = self._combine(completions, per_reward, failures)
         if na:
-            self._warn_not_applicable(na, n, completions)
+            self.not_applicable.record(na, n, completions)
         accuracy = per_reward[self.correctness]
         metrics |= batch_metrics(rewards, accuracy, per_reward, failures, len(failed), len(na))
         metrics[mn.REWARD_SECONDS] = time.perf_counter() - t0
