@@ -115,3 +115,14 @@ def ids_length_unless_bad(completions, completion_ids, **kwargs):
 def always_one(completions: list[str], examples: list) -> list[float]:
     """A verifier every completion passes: every group is all-correct (the task learned, by construction)."""
     return [1.0 for _ in completions]
+
+
+_CALLS = [0]
+
+
+def fails_after_two_calls(completions: list[str], examples: list) -> list[float]:
+    """vowel_frac for two calls, then an exception on every sample: a reward service that goes down mid-run."""
+    _CALLS[0] += 1
+    if _CALLS[0] > 2:
+        raise RuntimeError("reward service unreachable")
+    return vowel_frac(completions, examples)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import Config, ConfigError, build_config, did_you_mean
+from .run.directory import claimed_run
 from .run.output_dir import claim_new_run
 
 SECTION_ORDER = ("train", "rollout", "data", "model", "reward", "algo", "monitor", "critic")
@@ -156,11 +157,12 @@ def train(
     cfg = build_config(recipe, config_file=config, **direct)
     stem = "dataset" if in_memory else Path(cfg.data.task).stem
     run_dir = claim_new_run(cfg.train.out, cfg.train.output_dir, cfg.recipe, stem, run_name)
-    if in_memory:
-        cfg.data.task = save_dataset(train_dataset, run_dir / "data" / "train", "train_dataset")
-    if eval_dataset is not None and not isinstance(eval_dataset, str):
-        cfg.data.eval_data = save_dataset(eval_dataset, run_dir / "data" / "eval", "eval_dataset")
-    summary = _fit(cfg, run_dir, functions, eval_samples)
+    with claimed_run(run_dir, new=True):  # its outcome written, its claim released; nothing left if it never started
+        if in_memory:
+            cfg.data.task = save_dataset(train_dataset, run_dir / "data" / "train", "train_dataset")
+        if eval_dataset is not None and not isinstance(eval_dataset, str):
+            cfg.data.eval_data = save_dataset(eval_dataset, run_dir / "data" / "eval", "eval_dataset")
+        summary = _fit(cfg, run_dir, functions, eval_samples)
     final = summary.get("final_model")
     return TrainResult(run_dir, Path(final) if final else None, summary, cfg)
 

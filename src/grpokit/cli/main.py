@@ -147,6 +147,12 @@ def _run_training(
     return summary
 
 
+def _end_note(summary: dict[str, Any]) -> str:
+    """What a completed run's outcome adds: why it stopped before its last step, if it did."""
+    learned = summary.get("stopped_learned")
+    return f"stopped at step {learned['step']} ({learned['mode']}): {learned['message']}" if learned else ""
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from ..parallel.distributed import shutdown_distributed
 
@@ -156,6 +162,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             return 2
         args.resume = args.output_dir
     from ..run.directory import claimed_run
+    from ..run.outcome import outcome_line, read_outcome
     from ..training.interrupts import stop_at_once
 
     if args.resume:
@@ -168,17 +175,21 @@ def cmd_train(args: argparse.Namespace) -> int:
         cfg, diffs = resume_config(run_dir, args.set, flags)  # safe --set honoured (a diff), others refused
         refuse_symlinks(run_dir)
         # one process at a time trains a run; a signal before training starts stops at once, with one line
-        with stop_at_once(), claimed_run(run_dir, new=False):
+        ended = outcome_line(read_outcome(run_dir))
+        print(f"grpokit: {run_dir} {ended}" if ended else f"grpokit: {run_dir} has no recorded end (killed?)")
+        with stop_at_once(), claimed_run(run_dir, new=False) as end:
             require_checkpoint(run_dir)
             resumed = (diffs, repair_logs(run_dir))
-            _run_training(cfg, run_dir, resume=True, eval_samples=args.eval_samples, resumed=resumed)
+            summary = _run_training(cfg, run_dir, resume=True, eval_samples=args.eval_samples, resumed=resumed)
+            end.message = _end_note(summary)
         shutdown_distributed()
         return 0
     cfg = _config_from_args(args)
     with stop_at_once():  # a signal before training starts stops at once; the run directory is then removed
         run_dir = _rank0_run_dir(cfg, args.name)
-        with claimed_run(run_dir, new=True):
-            _run_training(cfg, run_dir, resume=False, eval_samples=args.eval_samples)
+        with claimed_run(run_dir, new=True) as end:
+            summary = _run_training(cfg, run_dir, resume=False, eval_samples=args.eval_samples)
+            end.message = _end_note(summary)
     shutdown_distributed()
     return 0
 
@@ -265,8 +276,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ..config import build_config
 
     cfg = build_config("dapo", overrides=DEMO_OVERRIDES + list(args.set or []), **{"data.task": "add1"})
+    from ..run.directory import claimed_run
+
     run_dir = _new_run_dir(cfg, None)
-    _run_training(cfg, run_dir, resume=False, eval_samples=args.eval_samples)
+    with claimed_run(run_dir, new=True) as end:
+        end.message = _end_note(_run_training(cfg, run_dir, resume=False, eval_samples=args.eval_samples))
     from ..monitor.doctor import diagnose, render
     from ..monitor.report import make_report
 

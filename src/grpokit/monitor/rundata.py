@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import metric_names as M
+from ..run.directory import run_end
 from .readers import RunLog, read_run, read_runs
 
 SKIPPED = M.TRAIN_SKIPPED_UPDATE
@@ -61,6 +62,7 @@ class RunData:
     alerts: list[dict[str, Any]] = field(default_factory=list)  # alerts.jsonl rows (mode, severity, step, ...)
     completions: list[dict[str, Any]] = field(default_factory=list)
     skipped_completions: int = 0  # completion rows without a text or an integer step, left out
+    outcome: dict[str, Any] | None = None  # how a grpokit run ended (grpokit.run.outcome); None for other logs
 
     def cfg(self, dotted: str, default: Any = None) -> Any:
         """A config value by `section.key`, or `default` when the log carries no such value."""
@@ -174,6 +176,7 @@ def _from_log(log: RunLog) -> RunData:
         alerts=_jsonl(run_dir / "alerts.jsonl") if grpokit else [],
         completions=[c for c in samples if is_completion(c)],
         skipped_completions=sum(not is_completion(c) for c in samples),
+        outcome=run_end(run_dir) if grpokit else None,
     )
 
 

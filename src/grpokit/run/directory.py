@@ -19,10 +19,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .outcome import OUTCOME_FILE, last_step, message_of, read_outcome, status_of, write_outcome
 
 MARKER = ".grpokit-run"
 
@@ -183,11 +187,12 @@ def release_claim(path: Path) -> None:
             _write_marker(path, {}, exclusive=False)
 
 
-def abandon_new_run(path: Path) -> bool:
-    """A new run stopped before writing anything: remove its claim, and the directory when the claim created it
-    and nothing else is in it. True when the directory was removed."""
+def abandon_new_run(path: Path, before: set[str] | frozenset[str] = frozenset()) -> bool:
+    """A new run stopped before writing anything (beyond the entries `before`, which were there when it claimed
+    the directory): remove its claim, and the directory when the claim created it and nothing else is in it. True
+    when the directory was removed."""
     claim = read_claim(path)
-    if not _is_mine(path) or any(p.name != MARKER for p in path.iterdir()):
+    if not _is_mine(path) or any(p.name != MARKER and p.name not in before for p in path.iterdir()):
         return False
     (path / MARKER).unlink(missing_ok=True)
     if claim and claim.get("created"):
@@ -197,19 +202,73 @@ def abandon_new_run(path: Path) -> bool:
     return False
 
 
+@dataclass
+class RunEnd:
+    """What the trainer adds to a run's outcome when it completes (e.g. it stopped because the task is learned)."""
+
+    message: str = ""
+
+
+def run_end(path: Path) -> dict[str, Any] | None:
+    """How the grpokit run in `path` ended (`outcome.json`); `running` while a live process holds its claim;
+    `unknown` for a claimed run with neither (killed outright, or written before grpokit recorded outcomes);
+    None for a directory that is no grpokit run."""
+    recorded = read_outcome(path)
+    if recorded is not None:
+        return recorded
+    claim = read_claim(path)
+    if claim_is_live(claim, path):
+        return {"status": "running", "step": last_step(path), "message": f"process {claim['pid']} is training it"}
+    if (path / MARKER).exists():
+        msg = "no recorded end: killed outright (kill -9, out of memory, power loss) or older than outcome.json"
+        return {"status": "unknown", "step": last_step(path), "message": msg}
+    return None
+
+
+def started(path: Path) -> bool:
+    """Whether the run got anywhere worth keeping: a checkpoint, or a logged step after the first."""
+    step = last_step(path)
+    return (path / "checkpoints").is_dir() or (step is not None and step >= 1)
+
+
+def remove_unstarted(path: Path, before: set[str]) -> None:
+    """A new run that failed before its first step: remove what it wrote (entries not in `before`), so that the
+    retry may use the directory; the claim itself is removed by `abandon_new_run`."""
+    for entry in path.iterdir():
+        if entry.name in before or entry.name == MARKER:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
-def claimed_run(path: Path, *, new: bool) -> Iterator[None]:
+def claimed_run(path: Path, *, new: bool) -> Iterator[RunEnd]:
     """Train in `path` holding its claim: a resume (`new` False) claims it first (`claim_existing_run`; under
-    torchrun rank 0 alone, the ranks share one run); the claim is released when training ends. A new run that
-    stops before writing anything (a signal or an error while the model loads) leaves no directory behind."""
-    if not new and os.environ.get("RANK", "0") == "0":
+    torchrun rank 0 alone, the ranks share one run); the claim is released when training ends, and how it ended is
+    written to `outcome.json` (`grpokit.run.outcome`). A new run that stops before its first step (a signal or an
+    error while the model loads or in the first evaluation) leaves nothing behind: what it wrote is removed, and
+    the directory too when the claim made it, so the retry starts where this one did."""
+    main = os.environ.get("RANK", "0") == "0"
+    if not new and main:
         claim_existing_run(path)
+        (path / OUTCOME_FILE).unlink(missing_ok=True)  # training again: the last segment's end no longer holds
+    before = {p.name for p in path.iterdir()} if new else set()
+    end = RunEnd()
     try:
-        yield
-    except BaseException:
-        if new:
-            abandon_new_run(path)  # the error (one line) is said by the caller
+        yield end
+    except BaseException as e:
+        if new and not started(path):
+            if main:
+                remove_unstarted(path, before)
+            abandon_new_run(path, before)  # the error (one line) is said by the caller
+        elif main:
+            write_outcome(path, status_of(e), message_of(e))
         raise
+    else:
+        if main:
+            write_outcome(path, "completed", end.message)
     finally:
         release_claim(path)
 

@@ -28,6 +28,8 @@ LEARNED_MODES = ("convergence", "converged / saturated")  # alert modes that mea
 class Diverged(RuntimeError):
     """The run stopped on a divergence alert; the message names the learning rate and the last healthy checkpoint."""
 
+    run_status = "diverged"  # the run's outcome (grpokit.run.outcome)
+
 
 def weight_max_abs(model: torch.nn.Module) -> float:
     """Largest |w| over the trainable parameters (every parameter when none is trainable)."""

@@ -23,6 +23,8 @@ _received: list[int] = []  # signal numbers received while the handlers are inst
 class Interrupted(Exception):
     """Training stopped on a signal after a complete step; `message` is the one line for the user."""
 
+    run_status = "interrupted"  # the run's outcome (grpokit.run.outcome)
+
     def __init__(self, signum: int, message: str) -> None:
         super().__init__(message)
         self.signum = signum

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import metric_names as M
+from ...run.outcome import outcome_line
 from ..outputs import prepare_output
 from ..report.html import esc, inline_png, page, table
 from ..report.panels import clip_static, kl_static
@@ -161,11 +162,12 @@ def _runs_table(runs: list[RunData], tags: list[str]) -> str:
             str(r.cfg("data.task", "?")),
             str(r.cfg("model.name", "?")),
             str(len(r.training_rows)),
+            outcome_line(r.outcome) or "",
             str(r.path),
         ]
         for t, r in zip(tags, runs)
     ]
-    return table(["", "run", "recipe", "task", "model", "steps", "path"], rows)
+    return table(["", "run", "recipe", "task", "model", "steps", "ended", "path"], rows)
 
 
 def _alerts_table(runs: list[RunData], tags: list[str]) -> str:
@@ -217,7 +219,7 @@ def _body(runs: list[RunData], tags: list[str], axis: str, charts: list[Any], tb
 
 
 def make_compare(paths: list[str | Path], axis: str = "tokens", out: str | Path | None = None) -> Path:
-    """Write compare.html, PNGs and `tb/` into `out` (default runs/compare-<stamp>); returns the HTML path.
+    """Write compare.html, PNGs and `tb/` into `out` (default comparisons/compare-<stamp>); returns the HTML path.
     ValueError (one line naming the run and the fix) for an unreadable path or an axis a run does not log."""
     if axis not in X_AXES:
         raise ValueError(f"--x {axis!r}: unknown x axis; choose one of {', '.join(X_AXES)}")
@@ -227,7 +229,8 @@ def make_compare(paths: list[str | Path], axis: str = "tokens", out: str | Path 
     tags = run_tags(len(runs))
     for r in runs:
         x_positions(r, axis)  # fail early, naming the run, when the axis metric is not logged
-    out_dir = Path(out) if out else Path("runs") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
+    # beside runs/, not in it: `grpokit doctor runs/` never reads a comparison's copies as runs
+    out_dir = Path(out) if out else Path("comparisons") / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
     prepare_output(out_dir, "compare", [*chart_names(), "compare.html", "tb"])  # never what grpokit did not write
     charts = _draw_all(runs, tags, axis, out_dir)
     tb_dir = write_tensorboard(runs, tags, axis, out_dir)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import metric_names as mn
+from ...run.directory import run_end
 from ..detectors import SEVERITY_RANK, Monitor, rank
 from ..readers import RunLog, read_runs
 from . import facts
@@ -40,7 +41,15 @@ def _new_diagnosis(log: RunLog, rows: list[dict[str, Any]], ctx: dict[str, Any])
         "active": [],
         "not_measurable": {},
         "last_values": {k: v for k in HEADLINE if (v := facts.last_value(log.rows, k)) is not None},
+        "outcome": _outcome(log),
     }
+
+
+def _outcome(log: RunLog) -> dict[str, Any] | None:
+    """How a grpokit run ended (completed, interrupted, diverged, error with its message), from its run directory."""
+    if log.source != "grpokit":
+        return None
+    return run_end(log.path if log.path.is_dir() else log.path.parent)
 
 
 def _replay(mon: Monitor, rows: list[dict[str, Any]], log: RunLog, diag: dict[str, Any]) -> set[str]:
@@ -110,6 +119,7 @@ VERDICT_MEANING = {
     "failing": "a critical failure mode is active at the end: the first alert says what and what to change",
     "converged / saturated": "the task is learned for this model: stop here, or train on harder data",
     "warnings": "training works, with warnings worth a look",
+    "ended in error": "the run stopped on an error, not on a training failure mode: see the `ended` line",
 }
 
 
@@ -129,6 +139,8 @@ def _verdict(diag: dict[str, Any]) -> str:
     kinds = {f["kind"] for f in diag["findings"]}
     if "never_trained" in kinds:
         return "never trained"
+    if (diag.get("outcome") or {}).get("status") == "error":
+        return "ended in error"
     sev = [
         a["severity"]
         for a in diag["alerts"]

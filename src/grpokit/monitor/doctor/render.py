@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...run.outcome import outcome_line
 from ..detectors import SEVERITY_RANK
 from .diagnose import verdict_line
 from .knobs import TRAINER_KNOBS
@@ -21,6 +22,9 @@ def _header(diag: dict[str, Any]) -> list[str]:
         every = diag.get("logging_interval") or 1
         span = f", steps {diag['first_step']}..{diag['last_step']}" + (f" every {every}" if every > 1 else "")
     out = [f"{diag['path']}{name}: {diag['source']} log, {diag['steps']} steps{span}"]
+    ended = outcome_line(diag.get("outcome"))
+    if ended:
+        out.append(f"  {ended}")
     out.append(f"  verdict: {verdict_line(diag)}")
     for note in diag.get("notes", []):
         out.append(f"  note: {note}")

@@ -59,6 +59,8 @@ SUPPORTED = (
 _MAX_DEPTH = 8
 _MAX_ENTRIES = 20000
 
+COMPARE_PAGE = "compare.html"  # marks a folder `grpokit compare` wrote (grpokit.monitor.compare)
+
 
 def _native_run_dir(p: Path) -> tuple[str, list[Path]] | None:
     """A directory that is one run in a native format (grpokit run, TRL output dir, prime-rl output dir): its
@@ -101,6 +103,8 @@ def discover(path: str | Path) -> list[tuple[str, str, list[Path]]]:
 
     def walk(d: Path, depth: int) -> None:
         nonlocal seen
+        if depth > 0 and (d / COMPARE_PAGE).is_file():
+            return  # a `grpokit compare` output: its tb/ holds copies of runs, not runs
         native = _native_run_dir(d)
         if native:
             out.append((rel(d), native[0], native[1]))

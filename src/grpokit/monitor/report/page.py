@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ...run.outcome import outcome_line
 from ..doctor import diagnose, verdict_line
 from ..outputs import prepare_output
 from ..rundata import RunData, finite, load_run
@@ -23,13 +24,23 @@ from .summary import summary_fields
 MAX_COMPLETIONS = 9
 
 
-VERDICT_CLASS = {"failing": "critical", "never trained": "critical", "warnings": "warning"}
+VERDICT_CLASS = {
+    "failing": "critical",
+    "never trained": "critical",
+    "ended in error": "critical",
+    "warnings": "warning",
+}
+ENDED_CLASS = {"completed": "good", "interrupted": "warning", "running": "warning", "unknown": "warning"}
 
 
 def _verdict_html(diag: dict[str, Any]) -> str:
-    """The verdict first, coloured by what it means (a learned task is good news, not a failure)."""
+    """How the run ended, then the verdict, coloured by what it means (a learned task is good news, not a failure)."""
     cls = VERDICT_CLASS.get(diag.get("verdict", ""), "good")
-    return f"<p class='verdict {cls}'><b>verdict: {esc(verdict_line(diag))}</b></p>"
+    ended = outcome_line(diag.get("outcome"))
+    first = ""
+    if ended:
+        first = f"<p class='{ENDED_CLASS.get(diag['outcome']['status'], 'critical')}'><b>{esc(ended)}</b></p>"
+    return first + f"<p class='verdict {cls}'><b>verdict: {esc(verdict_line(diag))}</b></p>"
 
 
 def _diagnosis_html(diag: dict[str, Any]) -> list[str]:
