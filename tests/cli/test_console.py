@@ -65,7 +65,8 @@ def test_health_line_of_a_realistic_step_keeps_every_field() -> None:
     m = {
         **RECIPES["dapo"],
         **{mn.REWARD_MEAN: 0.84, mn.REWARD_ACCURACY: 0.91, mn.ENTROPY_TOKEN_MEAN: 0.213, mn.LENGTH_MEAN: 7.31},
-        **{mn.ZV_FRAC: 0.5, mn.ZV_ALL_CORRECT: 0.44, mn.ZV_ALL_WRONG: 0.06, mn.TIME_STEP: 4.07, mn.SAMPLING_ROUNDS: 3},
+        **{mn.ZV_ACC_FRAC: 0.5, mn.ZV_ALL_CORRECT: 0.44, mn.ZV_ALL_WRONG: 0.06, mn.ZV_FRAC: 0.3},
+        **{mn.TIME_STEP: 4.07, mn.SAMPLING_ROUNDS: 3},
     }
     dapo = {**m, mn.ACTOR_CLIPFRAC_LOW: 0.0, mn.ACTOR_CLIPFRAC_HIGH: 0.0}
     head = "step 12/36  reward 0.84  acc 91%  H 0.21  zv 50% all✓44% all✗6%  "
@@ -79,6 +80,16 @@ def test_health_line_of_a_realistic_step_keeps_every_field() -> None:
     assert health_line(12, 36, off_policy, eta=147.0, alerts=2) == head + "kl 0.0123  len 7  eta 2m27s  ⚠2"
     missing = {mn.REWARD_MEAN: float("nan"), mn.KL_REF_K3: float("inf")}
     assert health_line(1, 2, missing) == "step 1/2  reward –  acc –  H –  zv – all✓– all✗–  len –  –"
+
+
+def test_zv_is_on_accuracy_and_all_correct_all_wrong_are_its_parts() -> None:
+    """The real run's step 2 (dapo, add1): the overlong punishment gave every all-wrong group reward variance, so
+    zv/frac was 0 while 67% of the groups had no correctness signal; the line shows the 67% the collapse detector
+    and DAPO's filter count, of which all✗ is the whole."""
+    real = {mn.ZV_FRAC: 0.0, mn.ZV_ACC_FRAC: 2 / 3, mn.ZV_ALL_CORRECT: 0.0, mn.ZV_ALL_WRONG: 2 / 3, mn.ZV_GROUPS: 6.0}
+    assert "  zv 67% all✓0% all✗67%  " in health_line(2, 3, real)
+    foreign = {mn.ZV_FRAC: 0.25}  # a log without accuracy-based groups: zv on rewards
+    assert "  zv 25% all✓– all✗–  " in health_line(2, 3, foreign)
 
 
 def row(step: int, zv: float = 0.0, all_wrong: float = 0.0, seconds: float = 10.0) -> dict[str, float]:
@@ -226,7 +237,7 @@ def test_phase_bar_moves_through_a_step_and_its_clock_restarts() -> None:
     steps = progress.tasks[display.steps_task]
     assert steps.completed == 1 and steps.fields["eta"] == 40.0
     display.close()
-    assert "eta 40s" in out.getvalue()
+    assert re.search(r"eta \d+s", out.getvalue())  # the ETA column, counting down from 40 s since the step
 
 
 def test_the_tracker_counts_rounds_per_step() -> None:

@@ -22,9 +22,11 @@ each step prints one health line, at most 100 columns (docs/diagnosis.md, "The h
   reward            mean reward of the step's samples, every generation round (reward/mean)
   acc               share of the samples the correctness reward passes (reward/accuracy)
   H                 mean token entropy of the policy on its own samples, nats (entropy/token_mean)
-  zv                share of groups whose samples all got the same reward: no gradient from them (zv/frac)
-  all✓ all✗         share of ALL groups (not of the zv ones) whose samples are all correct / all wrong
-                    (zv/all_correct, zv/all_wrong: on accuracy alone, so all✓ + all✗ can differ from zv)
+  zv                share of groups with no correctness signal, every sample equally right or wrong
+                    (zv/acc_frac: what DAPO's filter drops and the collapse detector reads; zv/frac, groups
+                    whose rewards are all equal, for a log without accuracy)
+  all✓ all✗         the parts of zv, each a share of ALL groups: groups whose samples are all correct /
+                    all wrong (zv/all_correct, zv/all_wrong); all✓ + all✗ = zv for a 0/1 accuracy
   kl                KL to the reference, k3 estimator (kl_ref/k3); only with a reference policy
   clip lo/hi        % of tokens clipped below 1 - eps_low / above 1 + eps_high; only when one is above 0
                     (with one optimizer step per batch the ratio is 1 and nothing is clipped)

@@ -7,6 +7,7 @@ it writes the same lines as plain text, without control characters, one line per
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,22 @@ STYLES = {"critical": "bold red", "warning": "yellow", "info": "cyan", "cleared"
 
 
 class EtaColumn(ProgressColumn):
-    """The task's `eta` field: seconds left from the mean step time so far (the display computes it)."""
+    """The task's `eta` field, seconds left from the mean step time so far as the display computed it at the
+    last step (`eta_at`, monotonic seconds), counted down since."""
 
     def render(self, task: Task) -> Text:
         eta = task.fields.get("eta")
-        return Text("" if eta is None else f"eta {duration(eta)}", style="progress.remaining")
+        if eta is None:
+            return Text("")
+        left = max(eta - (time.monotonic() - task.fields.get("eta_at", time.monotonic())), 0.0)
+        return Text(f"eta {duration(left)}", style="progress.remaining")
+
+
+class CountColumn(MofNCompleteColumn):
+    """`done/total`, blank for work without a count (an evaluation, a checkpoint)."""
+
+    def render(self, task: Task) -> Text:
+        return Text("") if task.total is None else super().render(task)
 
 
 def disk_size(path: Path) -> int:
@@ -79,7 +91,7 @@ class Display:
             self.progress = Progress(
                 TextColumn("[bold]{task.description:<24}"),
                 BarColumn(),
-                MofNCompleteColumn(),
+                CountColumn(),
                 TimeElapsedColumn(),
                 EtaColumn(),
                 console=self.console,
@@ -131,7 +143,7 @@ class Display:
         self.phases.step_done()
         eta = self.eta(step)
         if self.progress is not None:
-            self.progress.update(self.steps_task, completed=step, eta=eta)
+            self.progress.update(self.steps_task, completed=step, eta=eta, eta_at=time.monotonic())
         self._print(health_line(step, self.total, metrics, eta=None if self.live else eta, alerts=len(active or [])))
         if mn.EVAL_ACCURACY in metrics:
             self._print(eval_line(f"eval step {step}", metrics))

@@ -84,15 +84,15 @@ def duration(seconds: Any) -> str:
 
 def _fields(step: int, total: int, m: dict[str, Any], eta: float | None, alerts: int) -> list[tuple[str, str]]:
     """(name, text) of every field this row has, in display order."""
+    # zero-variance groups as the collapse detector and DAPO's filter count them, on accuracy (no correctness
+    # signal): all✓ and all✗ are parts of it; on rewards (zv/frac) only for a log without accuracy
+    zv = m.get(mn.ZV_ACC_FRAC) if _finite(m.get(mn.ZV_ACC_FRAC)) is not None else m.get(mn.ZV_FRAC)
     out = [
         ("step", f"step {step}/{total}"),
         ("reward", f"reward {num(m.get(mn.REWARD_MEAN))}"),
         ("acc", f"acc {pct(m.get(mn.REWARD_ACCURACY))}"),
         ("H", f"H {num(m.get(mn.ENTROPY_TOKEN_MEAN))}"),
-        (
-            "zv",
-            f"zv {pct(m.get(mn.ZV_FRAC))} all✓{pct(m.get(mn.ZV_ALL_CORRECT))} all✗{pct(m.get(mn.ZV_ALL_WRONG))}",
-        ),
+        ("zv", f"zv {pct(zv)} all✓{pct(m.get(mn.ZV_ALL_CORRECT))} all✗{pct(m.get(mn.ZV_ALL_WRONG))}"),
     ]
     if _finite(m.get(mn.KL_REF_K3)) is not None:
         out.append(("kl", f"kl {small(m[mn.KL_REF_K3])}"))
