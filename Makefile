@@ -21,6 +21,16 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# what `make demo` needs and no more: torch and grpokit's core dependencies (no vLLM, triton, trackers or test
+# tools; README "Disk and install size" has the sizes). A machine with `make setup` done already has all of it.
+DEMO_STAMP := $(VENV)/.demo-installed
+$(DEMO_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e .
+	touch $(DEMO_STAMP)
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts
 
@@ -49,7 +59,8 @@ test-fast: $(STAMP)
 kernel-matrix: $(STAMP)
 	$(BIN)/python scripts/kernel_matrix.py --seeds 0 1 2 3 4 --out docs/kernel_matrix.md
 
-demo: $(STAMP)
+demo:
+	@test -f $(STAMP) || $(MAKE) --no-print-directory $(DEMO_STAMP)
 	$(BIN)/grpokit demo
 
 bench: $(STAMP)
