@@ -138,6 +138,28 @@ def test_audit_reward_reports_the_reward_model_checks(tiny_rm: Path) -> None:
     assert "(reward model, kind numeric" in text and "reward model (verifier exact_numeric): AUC" in text
 
 
+def test_audit_reward_of_a_reward_model_on_a_labeled_file(tiny_rm: Path, tmp_path: Path) -> None:
+    rows = [
+        {"prompt": PROMPT, "completion": "7", "answer": "7", "expected": True},
+        {"prompt": PROMPT, "completion": "The answer is 7.", "answer": "7", "expected": True},
+        {"prompt": PROMPT, "completion": "5", "answer": "7", "expected": False},
+        {"prompt": PROMPT, "completion": "It is 12.", "answer": "7", "expected": False},
+    ]
+    labeled = tmp_path / "labeled.jsonl"
+    labeled.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = audit_reward(str(tiny_rm), labeled=labeled, timeout_s=5)
+    rm = report["reward_model"]
+    assert rm["verifier"] == "the labeled rows' expected"
+    assert [c["right"] for c in rm["cases"]] == [True, True, False, False]
+    direct = _direct(tiny_rm, [PROMPT + r["completion"] for r in rows])
+    assert [c["score"] for c in rm["cases"]] == pytest.approx(direct, abs=1e-5)
+    right, wrong = direct[:2], direct[2:]
+    assert rm["checks"]["agreement"]["auc"] == sum((a > b) + 0.5 * (a == b) for a in right for b in wrong) / 4
+    formats = [c["case"] for c in rm["checks"]["format"]["cases"]]
+    assert formats == ["bold markdown", "answer prefix", "trailing sentence"]
+    assert report["labeled"]["rows"] == 4
+
+
 @pytest.mark.slow
 def test_a_training_step_runs_with_the_rm_beside_a_rule_reward(tiny_rm: Path, tmp_path: Path) -> None:
     overrides = tiny_overrides("train.steps=1", f"reward.functions=[{tiny_rm}, toy_rewards:vowel_frac]")

@@ -9,15 +9,18 @@ training (user functions in a killable worker with the timeout; exceptions, None
   like the plain answer; known hacks (several answers, a wrong number, the prompt echoed, an empty or huge
   answer, the answer only inside <think>) must score below it;
 - determinism (the same input scored repeatedly, alone and in a batch), exceptions, and latency per call
-  against the timeout.
+  against the timeout;
+- for a reward model (a local sequence-classification model directory, grpokit/rewards/reward_model.py): its
+  agreement with a verifier, the spread of its scores, and its sensitivity to length, format and harmless rewrites,
+  each against the gap between right and wrong answers (`model_checks`, registered in `MODEL_CHECKS`).
 
 The reward may follow any convention `RewardManager` knows (grpokit, TRL keyword style, verl `compute_score`);
 probe examples carry the reference as the columns `answer` and `solution` (TRL's name), labeled rows carry
 their own fields. Each case is one call of one sample (a hung call costs one timeout); after two timeouts
 the remaining cases are skipped.
 
-Modules: `probes` (probe sets), `caller` (the reward behind a manager), `checks`, `report` (issues,
-verdict), `render`, `command`.
+Modules: `probes` (probe sets), `caller` (the reward behind a manager), `checks`, `model_checks` (a reward
+model's), `report` (issues, verdict), `render`, `command`.
 """
 
 from __future__ import annotations

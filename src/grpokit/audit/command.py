@@ -30,7 +30,12 @@ def register_cli(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "audit-reward", help="test a reward function: equivalences, hacks, determinism, timeouts (exit 1 on issues)"
     )
-    p.add_argument("--reward", required=True, help="built-in name, module:function or path.py:function")
+    p.add_argument(
+        "--reward",
+        required=True,
+        help="built-in name, module:function, path.py:function, or a reward model directory (a local "
+        "*ForSequenceClassification model with safetensors weights: audited for noise against a verifier)",
+    )
     p.add_argument("--labeled", default=None, help="JSONL with completion, answer (prompt), expected true/false")
     p.add_argument("--kind", choices=sorted(PROBES), default="numeric", help="probe set (without --labeled)")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per call, as reward.timeout_s")

@@ -45,9 +45,14 @@ def render(r: dict[str, Any]) -> str:
     if pr:
         n_eq = sum(c["ok"] for c in pr["equivalent"])
         n_h = sum(c["ok"] for c in pr["hacks"])
+        alike = (
+            "equivalent forms: see the reward model's format check"
+            if r.get("reward_model")
+            else f"equivalent forms {n_eq}/{len(pr['equivalent'])} alike"
+        )
         lines.append(
-            f"  probes: correct {pr['correct']!r} scored {pr['correct_score']:g}; equivalent forms "
-            f"{n_eq}/{len(pr['equivalent'])} alike; hacks {n_h}/{len(pr['hacks'])} rejected"
+            f"  probes: correct {pr['correct']!r} scored {pr['correct_score']:g}; {alike}; "
+            f"hacks {n_h}/{len(pr['hacks'])} rejected"
         )
     lines += _model_lines(r.get("reward_model"))
     det = r.get("determinism", {})
