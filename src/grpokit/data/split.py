@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .chat import has_own_system, render_prompt
+from .chat import conversation, has_own_system, render_prompt
 from .example import Example
 from .limits import PromptLimit, encode_prompts
 from .loaders import load_examples
@@ -40,8 +40,9 @@ class TaskData:
 def load_task_data(data_cfg: Any, tokenizer: Any, seed: int, limit: PromptLimit | None = None) -> TaskData:
     """Resolve `data.task` (a built-in task name, a local file or directory, a datasets name) into encoded train /
     held-out examples; `data.system_prompt` goes in front of every conversation without a system message of its own
-    (those that have one keep it: counted and logged). Prompts over `limit` are skipped and counted in
-    `limit.skipped`, or refused (`grpokit.data.limits`)."""
+    (those that have one keep it: counted and logged), and makes a plain prompt a conversation (system + user), as
+    open-r1's `make_conversation` does: TRL-style rewards then get conversational prompts and completions. Prompts
+    over `limit` are skipped and counted in `limit.skipped`, or refused (`grpokit.data.limits`)."""
     train, held_out, reward = _examples(data_cfg, seed)
     if not train:
         raise ValueError(f"data.task={data_cfg.task!r} gave no training examples")
@@ -50,6 +51,9 @@ def load_task_data(data_cfg: Any, tokenizer: Any, seed: int, limit: PromptLimit 
         own = sum(has_own_system(e) for e in train + held_out)
         if own:
             log.warning("data.system_prompt not used on %d examples that bring their own system message", own)
+        for ex in train + held_out:
+            if not ex.messages:
+                ex.messages = conversation(ex, system)
 
     def render(ex: Example) -> str:
         return render_prompt(tokenizer, ex, system, template_kwargs)

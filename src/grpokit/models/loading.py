@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .attention import check_attn_implementation
 from .embedded import DEFAULT_MODEL, EMBEDDED_MODELS, MODEL_CHOICES, TINY_MODEL, ModelSpecError, ensure_embedded_model
 from .precision import param_dtype
 
@@ -97,6 +98,7 @@ def load_model_and_tokenizer(
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    check_attn_implementation(attn_implementation, str(device))  # one line, before transformers fails deep inside
     weights_dtype = param_dtype(dtype, device)
     if spec == TINY_MODEL:
         tokenizer = AutoTokenizer.from_pretrained(ensure_embedded_model(DEFAULT_MODEL), local_files_only=True)

@@ -60,6 +60,10 @@ REWARDS = Registry.of(
             "grpokit.rewards.countdown:countdown",
             "1.0 if the expression on the last line / after 'Answer:' hits the target using each number once",
         ),
+        "gsm8k": BuiltinReward(
+            "grpokit.rewards.gsm8k:gsm8k_answer",
+            "1.0 if the number after the last '#### ' equals the answer string (verl's default GSM8K scorer)",
+        ),
     },
 )
 

@@ -4,6 +4,7 @@ training (before, every `train.eval_every` steps, after) and `grpokit eval`."""
 from __future__ import annotations
 
 import time
+import types
 
 import torch
 
@@ -11,13 +12,17 @@ from .. import metric_names as mn
 from .phases.scoring import completion_id_lists
 from .session import Session
 
+EVAL_SEED_STRIDE = 7919  # Trainer.evaluate seeds step s's evaluation with train.seed + 7919 * (s + 1)
+
 
 @torch.no_grad()
-def evaluate(session: Session, n_samples: int = 1, *, seed: int = 0) -> dict[str, float]:
+def evaluate(session: Session, n_samples: int = 1, *, seed: int = 0, step: int | None = None) -> dict[str, float]:
     """Sample `n_samples` completions per held-out prompt and score them with the run's rewards.
 
     Sampling draws from its own RNG stream seeded by `seed` and restores the global one afterwards, so
-    evaluating never changes a training trajectory.
+    evaluating never changes a training trajectory. TRL-style rewards get `trainer_state` (global_step,
+    max_steps) here too, as TRL passes its state in evaluation: `step`, or else the step the seed was drawn for
+    (`train.seed + EVAL_SEED_STRIDE * (step + 1)`, Trainer.evaluate's convention; `grpokit eval` is step 0).
     """
     if not session.data.held_out_tokens:
         return {}
@@ -29,7 +34,10 @@ def evaluate(session: Session, n_samples: int = 1, *, seed: int = 0) -> dict[str
             session.sampling_params(n=n_samples, temperature=session.cfg.rollout.eval_temperature),
         )
     examples = [session.data.held_out[int(i)] for i in out.prompt_index]
-    res = session.rewards.score(out.texts, examples, completion_ids=completion_id_lists(out))
+    if step is None:
+        step = max(0, (seed - session.cfg.train.seed) // EVAL_SEED_STRIDE - 1)
+    state = types.SimpleNamespace(global_step=step, max_steps=session.cfg.train.steps)
+    res = session.rewards.score(out.texts, examples, completion_ids=completion_id_lists(out), trainer_state=state)
     acc = torch.tensor(res.accuracy, dtype=torch.float64).nan_to_num(0.0)
     return {
         **pass_at_k(out.prompt_index, acc >= 0.5),

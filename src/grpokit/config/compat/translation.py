@@ -55,7 +55,8 @@ class Translation:
         lines = [f"{self.path} is a {self.source} file: {len(self.mapped)} keys mapped to grpokit keys"]
         if self.recipe:
             lines[0] += f" (closest recipe: {self.recipe})"
-        where = f"grpokit config from-{self.source.split()[0].lower()} {self.path}"
+        label = self.path if len(self.path) <= 100 else self.path[:97] + "..."  # verl's overrides can be many
+        where = f"grpokit config from-{self.source.split()[0].lower()} {label}"
         if self.unsupported:
             differs = "  not supported, the run differs from the original here: "
             lines.append(differs + _summary(self.unsupported, where))

@@ -23,7 +23,8 @@ What differs in meaning, and how it is translated:
 * `scale_rewards` group / batch -> `algo.adv_scale` with TRL's std epsilon 1e-4 (`algo.adv_eps`); none -> the
   mean-only `dr_grpo` advantage.
 * `reward_funcs` names are resolved as `trl grpo` or the recipe's project resolves them (`trl_rewards.py`); a name
-  that resolves to no function is refused, with the fix, not counted as mapped.
+  that resolves to no function is refused, with the fix, not counted as mapped. TRL has no answer column (its
+  rewards read the columns they name), so `data.answer_key` is null: rows need no `answer` field.
 * `dataset_prompt_column` (open-r1) is `data.prompt_key`, `system_prompt` is `data.system_prompt`: as open-r1's
   `make_conversation` does, the prompt becomes a conversation (system + user), so rewards get conversational
   completions (`[{"role": "assistant", "content": ...}]`), as TRL passes them.
@@ -344,7 +345,9 @@ def _rewards(data: dict[str, Any], t: Translation) -> None:
         t.unsupported["reward_funcs"] = data["reward_funcs"]
         t.refused.append(trl_rewards.fix(missing, module))
         return
-    t.set(("reward_funcs", "reward_module") if module else "reward_funcs", reward__functions=found)
+    keys = ("reward_funcs", "reward_module") if module else "reward_funcs"
+    # TRL's rewards read the dataset's columns by name (accuracy_reward: `solution`); TRL has no answer column
+    t.set(keys, reward__functions=found, data__answer_key=None)
 
 
 def _lora(data: dict[str, Any], t: Translation, valid_keys: set[str]) -> None:

@@ -13,6 +13,12 @@ What differs in meaning, and how it is translated:
   `kl_ctrl.kl_coef` x `kl_penalty` in the reward (`algo.kl_placement=reward`); neither keeps no reference.
 * `algorithm.norm_adv_by_std_in_grpo: false` is Dr. GRPO's mean-only advantage (`algo.advantage=dr_grpo`).
 * keys a file leaves unset take verl's defaults (verl 0.5) where they decide what is learned.
+* `${...}` interpolations (verl's resolved config keeps dozens) are resolved first (`interpolation.py`); one that
+  cannot be resolved is refused where it would reach grpokit, named as not supported elsewhere.
+* no `custom_reward_function`: verl scores each row with its default scorer for the row's `data_source`
+  (`default_compute_score`); the data file's sources choose grpokit's matching built-in reward
+  (`grpokit.rewards.verl_sources`: openai/gsm8k -> `gsm8k`, the same '#### answer' check), said in the message; a
+  source with no counterpart is refused in one line.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
+from . import interpolation, verl_reward
 from .translation import Translation
 from .trl import Unsupported, report_to
 
@@ -150,8 +157,12 @@ def is_verl(data: dict[str, Any]) -> bool:
 
 def translate(data: dict[str, Any], path: str, valid_keys: set[str]) -> Translation:
     """The grpokit keys for verl settings (nested or dotted); every verl key is mapped, unsupported or ignored."""
-    flat = flatten(data)
+    flat, failed = interpolation.resolve(flatten(data))
     t = Translation(SOURCE, path)
+    for key, why in failed.items():
+        if key in RENAMES or key in DEFAULTS:
+            t.refused.append(f"{key}: cannot resolve {why}; give its value (e.g. {key}=...)")
+        t.unsupported[key] = why
     cfg = {**DEFAULTS, **flat}
     t.defaults = {k: v for k, v in DEFAULTS.items() if k not in flat}
     _estimator(cfg, t)
@@ -290,6 +301,8 @@ def _reward_and_data(flat: dict[str, Any], t: Translation) -> None:
     if path:
         name = flat.get("custom_reward_function.name") or "compute_score"
         t.set(("custom_reward_function.path", "custom_reward_function.name"), reward__functions=[f"{path}:{name}"])
+    elif not flat.get("reward_model.enable"):
+        verl_reward.default_scorer(flat, t)
     for key, target in (("data.train_files", "data__task"), ("data.val_files", "data__eval_data")):
         files = flat.get(key)
         if files is None:
