@@ -137,7 +137,7 @@ def test_eval_lines_before_during_and_after_training() -> None:
     assert lines[1].startswith("step 12/36  reward 0.40  acc 40%")
     assert lines[2] == "eval step 12: held-out accuracy 99.0% (n=100)"
     assert lines[3] == "eval after step 36: held-out accuracy 100.0% (n=100, 30.0% before training)"
-    assert lines[4].startswith("eval after step 36: held-out accuracy not measured (no held-out prompts")
+    assert lines[4].startswith("held-out accuracy after step 36: not measured (no held-out prompts")
     assert display.eta(12) == 24 * 12.0  # the step's evaluation counts in the mean step time
 
 

@@ -63,7 +63,7 @@ def size_text(n: int) -> str:
 def eval_line(label: str, ev: dict[str, Any], before: float | None = None) -> str:
     """`eval step 12: held-out accuracy 99.0% (n=100)`; with `before`, the accuracy before training too."""
     if mn.EVAL_ACCURACY not in ev:
-        return f"{label}: held-out accuracy not measured ({NO_HELD_OUT})"
+        return f"held-out accuracy {label.removeprefix('eval ')}: not measured ({NO_HELD_OUT})"
     n = ev.get(mn.EVAL_N)
     detail = [f"n={int(n)}"] if n is not None else []
     if before is not None:
