@@ -122,3 +122,11 @@ def test_an_unknown_group_filter_stops_before_the_model_loads() -> None:
     cfg = build_config("grpo", overrides=["algo.group_filter=dynamic_samplng", "model.name=no/such/model"])
     with pytest.raises(ConfigError, match="algo.group_filter: unknown group filter 'dynamic_samplng'. Did you mean"):
         Trainer(cfg, "unused")
+
+
+def test_gpg_threshold_with_another_group_filter_is_warned_not_ignored() -> None:
+    """algo.gpg_threshold is read by the gpg filter only: with dynamic sampling it would do nothing, silently."""
+    cfg = build_config("dapo", overrides=["algo.gpg_threshold=0.5"])
+    assert cfg.algo.group_filter == "dynamic_sampling"
+    assert any("algo.gpg_threshold=0.5 has no effect" in w and "group_filter=gpg" in w for w in cfg.warnings)
+    assert not [w for w in build_config("gpg").warnings if "gpg_threshold" in w]

@@ -202,6 +202,21 @@ def _unused_dynamic_sampling(cfg: Any) -> Finding | None:
     )
 
 
+@CHECKS.register("unused_gpg_threshold")
+def _unused_gpg_threshold(cfg: Any) -> Finding | None:
+    """`algo.gpg_threshold` is the gpg group filter's valid-group fraction (docs/math.md §6); with another filter it
+    does nothing (alone, with the default filter, it still selects gpg: a deprecation, config/resolve.py)."""
+    a = cfg.algo
+    if a.gpg_threshold is None or a.group_filter == "gpg":
+        return None
+    return Finding(
+        "warning",
+        "algo.gpg_threshold",
+        f"algo.gpg_threshold={a.gpg_threshold!r} has no effect: algo.group_filter is {a.group_filter!r}; it is the "
+        "gpg filter's valid-group fraction: set algo.group_filter=gpg, or drop it",
+    )
+
+
 @CHECKS.register("vf_coef_in_training")
 def _vf_coef_in_training(cfg: Any) -> Finding | None:
     """The trainer's critic has its own parameters and its own AdamW optimizer; Adam's update m / (sqrt(v) + eps)
