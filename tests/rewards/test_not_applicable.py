@@ -7,6 +7,7 @@ the sandboxed worker like any user reward."""
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from pathlib import Path
@@ -97,3 +98,20 @@ def test_config_key_defaults_to_zero_and_is_validated() -> None:
     assert build_config("grpo", overrides=["reward.not_applicable=exclude"]).reward.not_applicable == "exclude"
     with pytest.raises(ConfigError, match=r"reward.not_applicable='skip' is invalid: use zero .* exclude"):
         build_config("grpo", overrides=["reward.not_applicable=skip"])
+
+
+@pytest.mark.slow
+def test_training_goes_on_when_no_reward_applies_and_logs_na_frac(tmp_path: Path) -> None:
+    """Every sample not applicable used to stop the run as failures; now each step logs reward/na_frac 1.0 (scored 0,
+    as TRL does: no learning signal, no failure)."""
+    from tiny_config import tiny_overrides
+
+    from grpokit.training import Trainer, fit
+
+    cfg = build_config("grpo", overrides=tiny_overrides("train.steps=2", "reward.functions=[toy_rewards:always_none]"))
+    fit(Trainer(cfg, tmp_path), None, eval_before=False)
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"time/step"' in x]
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["reward/na_frac"] == 1.0 and r["reward/fail_frac"] == 0.0
+        assert r["reward/mean"] == 0.0 and r["reward/valid_frac"] == 1.0

@@ -122,8 +122,8 @@ def test_reward_exception_is_isolated_and_counted(tmp_path: Path) -> None:
 
 
 def test_reward_failing_everywhere_stops_with_clear_message(tmp_path: Path) -> None:
-    with pytest.raises(RewardFailureError, match="always_none"):
-        run("grpo", tmp_path, 2, ["reward.functions=[toy_rewards:always_none]"])
+    with pytest.raises(RewardFailureError, match="always_raises"):  # None everywhere is not applicable, no failure
+        run("grpo", tmp_path, 2, ["reward.functions=[toy_rewards:always_raises]"])
     # nothing already written is lost: the config was written before the failure
     assert (tmp_path / "config.yaml").exists()
 
