@@ -18,17 +18,8 @@ import torch
 from ..common import faults
 from ..parallel.distributed import all_gather_objects, barrier, broadcast_object
 from ..run import rng
-from ..run.checkpoint import (
-    CheckpointError,
-    is_peft,
-    latest_checkpoint,
-    link_model_dir,
-    load_checkpoint,
-    load_latest,
-    replace_dir,
-    save_checkpoint,
-    save_model_dir,
-)
+from ..run.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, load_latest, save_checkpoint
+from ..run.model_dir import is_peft, link_model_dir, replace_dir, save_model_dir
 from .autopilot import truncate_rows_after
 
 
