@@ -111,6 +111,7 @@ class TrainConfig:
     ppo_epochs: int = 1
     mini_batches: int = 1
     micro_batch_size: int = 32
+    sort_by_length: bool = True  # micro-batches of length-sorted rows: less padding, the same loss
     sharding: str = (
         "ddp"  # torchrun (world > 1): ddp | fsdp2 (grpokit/parallel/sharding.py); one process trains in place
     )

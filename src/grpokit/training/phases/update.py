@@ -175,7 +175,7 @@ def _mini_batch(
     if state.critic_opt is not None:
         state.critic_opt.zero_grad()
     mets = []
-    parts = lockstep(list(micro_batches(len(mbb), state.train.micro_batch_size)), state)
+    parts = lockstep(split_micro_batches(mbb, state.train), state)
     for i, (idx, real) in enumerate(parts):
         t0 = time.perf_counter()
         with state.sync_context(last=i == len(parts) - 1):
@@ -215,6 +215,20 @@ def _mini_batch(
         agg[mn.CRITIC_LR] = state.critic_opt.optimizer.param_groups[0]["lr"]
     clock["optimizer"] += time.perf_counter() - t0
     return agg
+
+
+def split_micro_batches(mbb: Batch, train: Any) -> list[torch.Tensor]:
+    """Row indices of each micro-batch of `train.micro_batch_size` rows. With `train.sort_by_length` the rows are
+    ordered by generated length first (longest first, stable: ties keep batch order, so a group's rows stay
+    together), so each micro-batch, which the learner trims to its own longest completion (`completion_forward`),
+    carries less padding. Every per-sample field is read through these indices (`mbb.x[idx]`) and the loss divides
+    by the mini-batch's global denominators (docs/math.md §1.5 rule 2), so the order changes the gradient only by
+    float rounding."""
+    size = train.micro_batch_size
+    if not train.sort_by_length or len(mbb) <= size:
+        return list(micro_batches(len(mbb), size))
+    order = torch.sort(mbb.lengths, descending=True, stable=True).indices
+    return list(torch.split(order, size))
 
 
 def lockstep(parts: list[torch.Tensor], state: TrainState) -> list[tuple[torch.Tensor, bool]]:
