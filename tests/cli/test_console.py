@@ -4,6 +4,7 @@ rows (names from grpokit.metric_names), the real detectors' alerts, a real Displ
 from __future__ import annotations
 
 import io
+import os
 import re
 from pathlib import Path
 
@@ -248,3 +249,19 @@ def test_the_tracker_counts_rounds_per_step() -> None:
     assert t.enter("generate").label == "step: rollout"
     shown = t.enter("critic pretraining")
     assert shown.label == "critic pretraining" and shown.total is None and shown.restart
+
+
+def test_a_final_model_hard_linked_to_the_last_checkpoint_says_it_takes_no_new_disk(tmp_path: Path) -> None:
+    checkpoint, final = tmp_path / "checkpoints" / "step_3", tmp_path / "final"
+    checkpoint.mkdir(parents=True)
+    final.mkdir()
+    (checkpoint / "model.safetensors").write_bytes(b"\0" * 4096)
+    os.link(checkpoint / "model.safetensors", final / "model.safetensors")
+    out = io.StringIO()
+    display = Display(3, console=Console(file=out))
+    display.checkpoint(3, checkpoint, 1.0)
+    display.checkpoint(3, final, 0.0, final=True)
+    display.close()
+    lines = out.getvalue().splitlines()
+    assert lines[-2].startswith(f"saved checkpoint step 3 -> {checkpoint} (4.1 kB")
+    assert lines[-1].startswith(f"saved final model -> {final} (hard links to the last checkpoint's files: no new disk")

@@ -163,6 +163,10 @@ class Display:
             self.seconds += seconds
         what = "final model" if final else f"checkpoint step {step}"
         took = f", {duration(seconds)}" if seconds is not None else ""
+        files = [f for f in Path(path).rglob("*") if f.is_file()] if final and Path(path).is_dir() else []
+        if files and all(f.stat().st_nlink > 1 for f in files):  # run/model_dir.py: linked to the last checkpoint
+            self._print(f"saved {what} -> {path} (hard links to the last checkpoint's files: no new disk{took})")
+            return
         self._print(f"saved {what} -> {path} ({size_text(disk_size(path))}{took})")
 
     # ---------------------------------------------------------------------------------------------- alerts
