@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 TAKES_TRL_FLAGS = ("train", "preflight")
+# grpokit's own options and the key each sets: given on the command line, they win over a translated file's value
+DIRECT = {"model": "model.name", "task": "data.task", "seed": "train.seed", "steps": "train.steps",
+          "output_dir": "train.output_dir"}  # fmt: skip
 
 
 def _trl_file(path: str | None) -> dict[str, Any] | None:
@@ -71,6 +74,8 @@ def apply_trl_flags(args: argparse.Namespace, extra: list[str]) -> None:
         print(f"grpokit: {t.message()}", file=sys.stderr)
         args.config = None  # translated here, together with the flags
     keys = set(given) | ({"reward_module"} if module else set())
-    args.set = trl_flags.overrides(t, keys, whole_file=base is not None) + list(args.set or [])
+    own = {key for attr, key in DIRECT.items() if getattr(args, attr, None) is not None}
+    translated = [o for o in trl_flags.overrides(t, keys, whole_file=base is not None) if o.split("=")[0] not in own]
+    args.set = translated + list(args.set or [])
     if t.recipe and getattr(args, "recipe", None) == "grpo":
         args.recipe = t.recipe

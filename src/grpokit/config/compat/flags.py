@@ -2,7 +2,8 @@
 
 The flags are parsed as TRL's `HfArgumentParser` takes them: `--name value`, `--name=value`, several values for a
 list field (`--reward_funcs accuracy format`), a bare boolean flag meaning true (`--bf16`). Values are read as
-bool / None / int / float / string, as the field types of TRL's dataclasses make them. A name that is no field of
+bool / int / float / string, as the field types of TRL's dataclasses make them (`none` stays the string TRL's
+`report_to` takes). A name that is no field of
 TRL's GRPOConfig, `trl grpo` script or ModelConfig (`trl_names.py`) is refused with the closest TRL name.
 
 `overrides` turns a translation of those flags into grpokit `--set` strings: with flags alone, only the grpokit
@@ -29,8 +30,6 @@ def _value(raw: str) -> Any:
     low = raw.lower()
     if low in ("true", "false"):
         return low == "true"
-    if low in ("none", "null"):
-        return None
     for conv in (int, float):
         try:
             return conv(raw)

@@ -120,7 +120,7 @@ def _dtype(v: Any) -> str:
 
 def report_to(v: Any) -> list[str]:
     """TRL/transformers `report_to`: "none", "all", a name or a list; names grpokit has no tracker for fail."""
-    names = [] if v in (None, "none", []) else [v] if isinstance(v, str) else list(v)
+    names = [] if v in (None, "none", []) else [v] if isinstance(v, str) else [n for n in v if n not in (None, "none")]
     if "all" in names:
         return list(TRACKERS)
     if [n for n in names if n not in TRACKERS]:

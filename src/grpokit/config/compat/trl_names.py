@@ -3,7 +3,8 @@
 Generated from the installed TRL 1.16.0: `dataclasses.fields` of `trl.GRPOConfig` (with transformers'
 `TrainingArguments` it extends), `trl.scripts.grpo.GRPOScriptArguments` and `trl.ModelConfig`; plus the fields
 open-r1's `GRPOConfig` / `GRPOScriptArguments` add (huggingface/open-r1 src/open_r1/configs.py), whose recipes are
-TRL files too. A name here is translated by meaning (`grpokit.config.compat.trl`) or named as unsupported; a
+TRL files too, and the older TRL name they use (`torch_dtype`). A name here is translated by meaning
+(`grpokit.config.compat.trl`) or named as unsupported; a
 `--flag` that is neither a grpokit option nor one of these is refused with the closest name.
 """
 
@@ -61,6 +62,7 @@ SCRIPT_AND_MODEL = frozenset({
 })
 
 OPEN_R1 = frozenset({
+    'torch_dtype',  # ModelConfig's name before TRL 1.x renamed it dtype; open-r1's recipes use it
     'benchmarks', 'callbacks', 'chat_template', 'code_eval_scoring_mode', 'code_eval_test_batch_size',
     'code_language', 'code_provider', 'cosine_max_len', 'cosine_max_value_correct', 'cosine_max_value_wrong',
     'cosine_min_value_correct', 'cosine_min_value_wrong', 'dataset_mixture', 'dataset_prompt_column',
