@@ -136,3 +136,13 @@ def test_preflight_takes_task_and_data_is_a_deprecated_alias(tmp_path: Path) -> 
     assert "--data is deprecated, use --task" in old.stderr
     for run in (new, old):
         assert json.loads(run.stdout)["config"]["data"] == "add2"
+
+
+def test_grpokits_own_options_win_over_a_files_value_and_trl_flags_apply_as_given(tmp_path: Path) -> None:
+    path = tmp_path / "trl.yaml"
+    path.write_text(yaml.safe_dump({"output_dir": "from-the-file", "model_name_or_path": "Qwen/Qwen2-7B", "seed": 3}))
+    cfg = config_of(parsed("train", "--config", str(path), "--output-dir", str(tmp_path / "o"), "--model", "tiny",
+                           "--learning_rate", "1e-5"))  # fmt: skip
+    assert (cfg.train.output_dir, cfg.model.name, cfg.train.seed) == (str(tmp_path / "o"), "tiny", 3)
+    # preflight's --model has a default: a TRL flag naming the model still applies
+    assert "model.name=tiny" in parsed("preflight", "--model_name_or_path", "tiny").set

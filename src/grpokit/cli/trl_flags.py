@@ -74,7 +74,9 @@ def apply_trl_flags(args: argparse.Namespace, extra: list[str]) -> None:
         print(f"grpokit: {t.message()}", file=sys.stderr)
         args.config = None  # translated here, together with the flags
     keys = set(given) | ({"reward_module"} if module else set())
+    # a file's value yields to grpokit's own option; a TRL flag given on the command line applies as given
     own = {key for attr, key in DIRECT.items() if getattr(args, attr, None) is not None}
+    own -= set(trl_flags.produced_by(t, set(given)))
     translated = [o for o in trl_flags.overrides(t, keys, whole_file=base is not None) if o.split("=")[0] not in own]
     args.set = translated + list(args.set or [])
     if t.recipe and getattr(args, "recipe", None) == "grpo":
