@@ -75,6 +75,16 @@ def test_tiny_rm_scores_a_batch_in_eval_mode_without_grad_like_a_direct_call(tin
     assert result.failures == [] and result.metrics["reward/fail_frac"] == 0.0
 
 
+def test_batches_group_similar_lengths_and_a_long_text_goes_alone(tiny_rm: Path) -> None:
+    rm = RewardModel(str(tiny_rm))
+    assert (rm.batch_size, rm.batch_tokens) == (16, 8192)
+    assert rm.batches([10, 8000, 12, 11]) == [[0, 3, 2], [1]]  # 4 x 8000 padded tokens would be over 8192
+    rm.batch_size = 2
+    assert rm.batches([10, 8000, 12, 11]) == [[0, 3], [2], [1]]
+    texts = [PROMPT + c for c in COMPLETIONS]
+    assert rm.score_texts(texts) == pytest.approx(_direct(tiny_rm, texts), abs=1e-5)  # 2 batches, same scores
+
+
 def test_rm_weights_combine_with_a_rule_reward(tiny_rm: Path) -> None:
     with RewardManager([(str(tiny_rm), 0.5), ("exact_numeric", 2.0)]) as m:
         result = m.score(COMPLETIONS, _examples(4))

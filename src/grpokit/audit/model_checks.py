@@ -13,7 +13,8 @@ sensitivity is the largest score change a harmless edit causes, as a fraction of
 - `spread`: the standard deviation, min and max of all scores (a flat model, std < `SPREAD_MIN`, gives no signal);
 - `length`: a right and a wrong case padded with 1, 4 and 16 copies of a neutral sentence (`FILLER`);
 - `format`: the right answer in equivalent formats (the probe's equivalent forms, or `FORMAT_WRAPS` of right rows);
-- `rewrite`: every case after whitespace and casing rewrites that change no content (`REWRITES`).
+- `rewrite`: every case up to `REWRITE_MAX_CHARS` long after whitespace and casing rewrites that change no content
+  (`REWRITES`).
 
 Each check is registered in `MODEL_CHECKS` and returns its numbers, `ok`, and the issue text when not ok.
 """
@@ -36,6 +37,7 @@ from .probes import PROBES, probe_example
 VERIFIERS = {"numeric": "exact_numeric", "math": "math_verify", "code": "code_exec"}
 SENSITIVITY_MAX = NOISE_MAX
 SPREAD_MIN = 1e-3
+REWRITE_MAX_CHARS = 2000  # longer cases (the huge-answer hacks) are not rewritten: 5 more forwards of ~8k tokens each
 FILLER = " Let me state that once more."
 PADDINGS = (1, 4, 16)
 FORMAT_WRAPS: dict[str, Callable[[str], str]] = {
@@ -163,7 +165,7 @@ def format_(a: ModelAudit) -> dict[str, Any]:
 @MODEL_CHECKS.register("rewrite")
 def rewrite(a: ModelAudit) -> dict[str, Any]:
     """Every case after each of `REWRITES` (no content changed): the largest and the mean absolute change."""
-    cases = [c for c in a.cases if math.isfinite(c.score)]
+    cases = [c for c in a.cases if math.isfinite(c.score) and len(c.text) <= REWRITE_MAX_CHARS]
     pairs = [(c, name, fn(c.text)) for c in cases for name, fn in REWRITES.items() if fn(c.text) != c.text]
     scores = a.scores([t for _, _, t in pairs], [c.example for c, _, _ in pairs], "rewrite")
     deltas = [abs(s - c.score) for (c, _, _), s in zip(pairs, scores) if math.isfinite(s)]

@@ -8,9 +8,9 @@ directory; a built-in name is looked up first). The convention is TRL's (`GRPOTr
 completion), padding on the right with the EOS token when the tokenizer has no pad token, and the reward is
 `logits[:, 0]`. verl's and OpenRLHF's reward-model workers score the same way (the last token's scalar head).
 
-Scored in batches of `batch_size` (texts of similar length together), cut to the model's positions, in eval mode
-under `torch.no_grad`, on `device` (`auto`: CUDA when there is one, the learner's device in a one-GPU run; else the
-CPU), in float32 on the CPU and bfloat16 on a GPU.
+Scored in batches of up to `batch_size` texts of similar length and `batch_tokens` padded tokens (a long text goes
+alone), cut to the model's positions, in eval mode under `torch.no_grad`, on `device` (`auto`: CUDA when there is
+one, the learner's device in a one-GPU run; else the CPU), in float32 on the CPU and bfloat16 on a GPU.
 
 Where it runs: in the trainer process, not in the sandboxed reward worker. The worker is for untrusted *code*
 (the reward's module runs there); a reward model is trusted local *weights* read with safetensors only
@@ -33,6 +33,7 @@ CONVENTION = "reward_model"
 ARCHITECTURE_SUFFIX = "ForSequenceClassification"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 DEFAULT_BATCH_SIZE = 16
+DEFAULT_BATCH_TOKENS = 8192  # padded tokens per forward: 16 texts of 512 tokens, or fewer longer ones
 MODEL_DEVICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
 
 
@@ -102,7 +103,14 @@ class RewardModel:
 
     convention = CONVENTION
 
-    def __init__(self, spec: str, *, device: str = "auto", batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+    def __init__(
+        self,
+        spec: str,
+        *,
+        device: str = "auto",
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    ) -> None:
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -112,6 +120,7 @@ class RewardModel:
         self.architecture = check_reward_model_dir(spec)
         self.device = resolve_model_device(device)
         self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         path = str(Path(spec).expanduser())
         dtype = torch.float32 if self.device == "cpu" else torch.bfloat16
         self.tokenizer = AutoTokenizer.from_pretrained(path)
@@ -146,24 +155,30 @@ class RewardModel:
                 out.append(f"{prompt}{completion}")
         return out
 
+    def batches(self, lengths: list[int]) -> list[list[int]]:
+        """Text indices in batches of similar length: sorted by token count, each batch at most `batch_size` texts
+        and `batch_tokens` padded tokens (a long text goes alone rather than padding short ones to its length)."""
+        out: list[list[int]] = []
+        for i in sorted(range(len(lengths)), key=lengths.__getitem__):
+            batch = out[-1] if out else []
+            fits = batch and len(batch) < self.batch_size and (len(batch) + 1) * lengths[i] <= self.batch_tokens
+            if fits:
+                batch.append(i)
+            else:
+                out.append([i])
+        return out
+
     def score_texts(self, texts: list[str]) -> list[float]:
-        """`logits[:, 0]` of each text, in batches of similar length (less padding), eval mode, no gradient; a text
-        longer than the model's positions is cut to `max_length` tokens."""
+        """`logits[:, 0]` of each text, eval mode, no gradient, in `batches` padded on the right; a text longer than
+        the model's positions is cut to `max_length` tokens."""
         import torch
 
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        ids = self.tokenizer(texts, add_special_tokens=False, truncation=True, max_length=self.max_length)["input_ids"]
         scores = [0.0] * len(texts)
         with torch.no_grad():
-            for s in range(0, len(order), self.batch_size):
-                chunk = order[s : s + self.batch_size]
-                batch = self.tokenizer(
-                    [texts[i] for i in chunk],
-                    return_tensors="pt",
-                    padding=True,
-                    padding_side="right",
-                    truncation=True,
-                    max_length=self.max_length,
-                    add_special_tokens=False,
+            for chunk in self.batches([len(x) for x in ids]):
+                batch = self.tokenizer.pad(
+                    {"input_ids": [ids[i] for i in chunk]}, padding_side="right", return_tensors="pt"
                 ).to(self.device)
                 logits = self.model(**batch).logits
                 for i, v in zip(chunk, logits[:, 0].float().cpu().tolist()):
