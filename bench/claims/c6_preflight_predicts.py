@@ -71,7 +71,7 @@ def main() -> None:
                 pf = common.grpokit(
                     [
                         "preflight",
-                        "--data",
+                        "--task",
                         task,
                         "--model",
                         args.model,
