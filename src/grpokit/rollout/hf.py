@@ -22,7 +22,7 @@ def process_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: 
     return truncate_logits(logits.float() / temperature, top_k, top_p)
 
 
-def sample_tokens(logp: torch.Tensor) -> torch.Tensor:
+def sample_tokens(logp: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
     """One token per row drawn from exp(logp) [B, V] by inverse CDF: the first index whose float64 running sum
     reaches u * total, u uniform on (0, 1]; a token of probability 0 is never drawn.
 
@@ -31,10 +31,11 @@ def sample_tokens(logp: torch.Tensor) -> torch.Tensor:
     The default draw. Its draws match the distribution (tests/rollout/test_rollout.py). (It once looked as if the tiny
     model stopped learning with it: the tiny-model learning tests passed for one random stream only. Over seeds
     1 and 2 `torch.multinomial` did not learn in 14 steps either; the tests now use a setting that learns under
-    every seed tried with either draw.)
+    every seed tried with either draw.) `generator`: a random stream of its own (the sampler copy of
+    rollout.max_staleness=1 draws in its own thread); None: torch's default one.
     """
     c = logp.double().exp().cumsum(-1)
-    u = (1.0 - torch.rand(logp.shape[0], 1, dtype=torch.float64, device=logp.device)) * c[:, -1:]
+    u = (1.0 - torch.rand(logp.shape[0], 1, dtype=torch.float64, device=logp.device, generator=generator)) * c[:, -1:]
     return torch.searchsorted(c, u).squeeze(1).clamp_(max=logp.shape[1] - 1)
 
 
