@@ -61,6 +61,7 @@ MISMATCH_RHO_MEAN = "mismatch/rho_mean"  # token-mean importance ratio pi_learne
 MISMATCH_RHO_MAX = "mismatch/rho_max"  # largest token ratio
 MISMATCH_RHO_MIN = "mismatch/rho_min"  # smallest token ratio
 MISMATCH_FRAC_HIGH = "mismatch/frac_high"  # tokens whose ratio exceeds the IS cap
+MISMATCH_FRAC_LOW = "mismatch/frac_low"  # tokens whose ratio is below 1 / the IS cap
 MISMATCH_ABS_DIFF_MEAN = "mismatch/abs_diff_mean"  # token-mean |log pi_learner - log pi_sampler|
 MISMATCH_ABS_DIFF_MAX = "mismatch/abs_diff_max"  # largest |log-prob difference|
 MISMATCH_KL_K1 = "mismatch/kl_k1"  # k1 estimate of KL(sampler || learner)
@@ -128,11 +129,13 @@ SAMPLING_ROUNDS = "sampling/rounds"  # generation rounds used by dynamic samplin
 SAMPLING_SHORT_BATCH = "sampling/short_batch"  # 1.0 when dynamic sampling trained on a short batch (partial)
 SAMPLING_GENERATED_GROUPS = "sampling/generated_groups"  # groups generated over every round
 SAMPLING_NO_VALID_GROUP = "sampling/no_valid_group"  # 1.0 when no group survived the filter
+ROLLOUT_STALENESS = "rollout/staleness"  # updates between the sampler's weights and the learner's
 
 # --- time and throughput --------------------------------------------------------------------------------------
 TIME_PREFIX = "time/"
 TIME_STEP = "time/step"  # wall seconds of the whole step
 TIME_GENERATE = "time/generate"  # wall seconds of generation
+TIME_ROLLOUT_WAIT = "time/rollout_wait"  # wall seconds the step waited for the overlapped rollout
 TIME_EVAL = "time/eval"  # wall seconds of a held-out evaluation
 PERF_PREFIX = "perf/"
 PERF_TOKENS_PER_S = "perf/tokens_per_s"  # (prompt + response) tokens per second of the step

@@ -64,6 +64,7 @@ def test_registry_holds_one_documented_detector_per_failure_mode() -> None:
         "saturation",
         "short_batch",
         "divergence",
+        "stale_sampler",
     }
     for name, cls in DETECTORS.items():
         assert cls.name == name and cls.__doc__ and cls.requires
@@ -589,6 +590,7 @@ STORM = {
     "train/nonfinite_loss": 1.0,
     "reward/mean": NAN,
     "sampling/short_batch": 1.0,
+    "rollout/staleness": 1.0,
 }
 
 

@@ -20,7 +20,7 @@ Robustness rules every detector follows (a property test feeds them random and d
 Modules: `base` (Alert, Detector, Windowed, the registry), `rows` (reading rows, step windows), `context`
 (which fixes can act), one module per failure family (`collapse`, `explosion`,
 `kl_drift`, `length`, `short_batch`, `ratios`,
-`reward`, `numerical`, `saturation`; importing them registers their detectors, in this order) and `runner`
+`reward`, `numerical`, `saturation`, `staleness`; importing them registers their detectors, in this order) and `runner`
 (`Monitor`, `rank`).
 """
 
@@ -49,6 +49,7 @@ from .ratios import ClippingAnomaly, SamplerMismatch
 from .reward import NoisyReward
 from .numerical import Numerical
 from .saturation import Saturation
+from .staleness import StaleSampler
 # isort: on
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "SamplerMismatch",
     "Saturation",
     "ShortBatch",
+    "StaleSampler",
     "StepWindow",
     "Truncation",
     "Windowed",
