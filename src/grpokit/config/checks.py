@@ -172,6 +172,28 @@ def _schedule_counts(cfg: Any) -> Finding | None:
     return None
 
 
+@CHECKS.register("max_staleness")
+def _max_staleness(cfg: Any) -> Finding | None:
+    """rollout.max_staleness is 0 (synchronous) or 1 (one-step off-policy, training/phases/stale_rollout.py),
+    whose sampler copy runs with the in-process `hf` engine only."""
+    r = cfg.rollout
+    if r.max_staleness not in (0, 1) or isinstance(r.max_staleness, bool):
+        return Finding(
+            "error",
+            "rollout.max_staleness",
+            f"rollout.max_staleness={r.max_staleness!r} is invalid: use 0 (synchronous) or 1 (the next step's "
+            "rollouts sampled during this step's update, one update behind); more steps off-policy are not supported",
+        )
+    if r.max_staleness == 1 and r.engine != "hf":
+        return Finding(
+            "error",
+            "rollout.max_staleness",
+            f"rollout.max_staleness=1 is not supported with rollout.engine={r.engine!r}: its sampler copy runs with "
+            "the hf engine only; use rollout.engine=hf or rollout.max_staleness=0",
+        )
+    return None
+
+
 # ---------------------------------------------------------------------------------------------------- warnings
 
 

@@ -41,8 +41,9 @@ from .evaluation import evaluate
 from .phases.advantage import advantage_metrics, prepare, score_pass
 from .phases.filter import GROUP_FILTERS
 from .phases.rollout import PromptStream, sample_groups
-from .phases.scoring import merge_round_metrics, score_rollout
+from .phases.scoring import score_rollout
 from .phases.signals import step_signals
+from .phases.stale_rollout import in_sampler_thread, make_batch_source
 from .phases.update import TrainState, run_update
 from .phases.value_pretrain import pretrain_critic
 from .session import Session, open_session
@@ -131,6 +132,7 @@ class Trainer:
                 t.autopilot_max_interventions,
             )
             self.autopilot = Autopilot(self, bounds)
+        self.batches = make_batch_source(self)  # rollout.max_staleness: sampled now, or during the last update
 
     # ------------------------------------------------------------------------------------------ session views
 
@@ -160,7 +162,7 @@ class Trainer:
         return self.session.autocast()
 
     def _phase(self, name: str, done: int = 0, total: int = 1) -> None:
-        if self.on_phase is not None:
+        if self.on_phase is not None and not in_sampler_thread():
             self.on_phase(name, done, total)
 
     @property
@@ -208,11 +210,12 @@ class Trainer:
 
     # -------------------------------------------------------------------------------------------- phases
 
-    def rollout(self, prompts: int, timings: dict[str, float]) -> tuple[RolloutOutput, list[int]]:
-        """Rollout phase: `prompts` fresh prompts from the seeded stream, G responses each."""
+    def rollout(self, prompts: int, timings: dict[str, float], engine: Any = None) -> tuple[RolloutOutput, list[int]]:
+        """Rollout phase: `prompts` fresh prompts from the seeded stream, G responses each (by `engine`: the
+        learner's own when None)."""
         idx = self.stream.take(prompts)
         self._phase("generate")
-        return sample_groups(self.engine, self.prompt_tokens, idx, self.sampling_params(), timings), idx
+        return sample_groups(engine or self.engine, self.prompt_tokens, idx, self.sampling_params(), timings), idx
 
     def score(self, out: RolloutOutput, idx: list[int], timings: dict[str, float]) -> tuple[Batch, RewardResult]:
         """Scoring phase: rewards of one round's responses, shaped, as a Batch with fresh group ids."""
@@ -314,25 +317,18 @@ class Trainer:
         """One step of the algorithm, its phases in order (docs/layout.md follows them file by file)."""
         timings: dict[str, float] = {}
         t_step = time.perf_counter()
-        # which groups train: algo.group_filter (read each step: the autopilot may switch dynamic sampling on)
-        groups = GROUP_FILTERS[self.cfg.algo.group_filter](self.local_prompts, self.cfg.algo)
-        rounds: list[RewardResult] = []
-        while (n := groups.request()) is not None:  # one round, or more when the filter asks (dynamic sampling)
-            out, idx = self.rollout(n, timings)  # 1. rollout: n prompts x G responses
-            b, res = self.score(out, idx, timings)  # 2. scoring: rewards, shaping
-            rounds.append(res)
-            groups.add(b)  # 3. filter: keep the groups that train
-        b, metrics = groups.result()
-        # reward/* describe everything sampled this step (all generation rounds); reward/kept_* the trained batch
-        metrics.update(merge_round_metrics(rounds))
+        # 1. rollout, 2. scoring, 3. filter (phases/stale_rollout.py draw_batch): sampled now, or during the last
+        # update one update behind (rollout.max_staleness=1)
+        drawn = self.batches.next(timings)
+        b, metrics = drawn.batch, drawn.metrics
         metrics.update(self.advantages(b, timings))  # 4. old/ref log-probs, values, KL placement, advantages
         metrics.update(self.update(b, timings))  # 5. update: optimizer steps over epochs x mini-batches
-        self.sync_engine(metrics, timings)
+        self.batches.after_update(metrics, timings)  # the engine(s) get the new weights
         metrics.update(self.signals(b, timings, time.perf_counter() - t_step))  # 6. the step's §17 signals
         # one global row on every rank: controllers, detectors and autopilot then act the same everywhere
         metrics = global_metrics(metrics, self.info)
         self.after_step(metrics, int(metrics[mn.TRAIN_BATCH_SIZE]))
-        return StepResult(metrics, b, [f for res in rounds for f in res.failures])
+        return StepResult(metrics, b, [f for res in drawn.rounds for f in res.failures])
 
     def signals(self, b: Batch, timings: dict[str, float], seconds: float) -> dict[str, float]:
         """Signals phase: every §17 signal of the trained batch, timings and batch size."""

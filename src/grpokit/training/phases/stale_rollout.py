@@ -1,0 +1,183 @@
+"""Where a step's batch comes from: sampled now, or during the previous step's update (`rollout.max_staleness`).
+
+Both sources run the same rounds (`draw_batch`: 1. rollout, 2. scoring, 3. filter, docs/layout.md) and differ in
+when, and with which weights:
+
+- max_staleness=0, `Synchronous`: the step samples with the learner's own engine, then updates; the engine gets the
+  new weights after the update (today's loop, unchanged).
+- max_staleness=1, `OneStepOffPolicy` (verl's one_step_off_policy, prime-rl's async level 1): a second `hf` engine
+  holds a copy of the policy, the sampler. While step k updates the learner (w_{k-1} -> w_k), a background thread
+  samples, scores and filters step k+1's batch with the sampler's weights w_{k-1}; after the update the step waits
+  for that thread, then copies w_k into the sampler, so a sync never lands mid-generation. Step k+1 trains on a
+  batch sampled one update behind: `rollout/staleness` = 1 (0 at the first step, sampled synchronously). Step time
+  = max(generation, training) + sync instead of generation + training (docs/benchmarks.md).
+
+The batch carries the sampler's own token log-probs (`sampler_logp`: the distribution it sampled from, after
+temperature/top-k/top-p), so an IS correction (`algo.is_correction`, algos/correction.py, docs/math.md §10) weights
+each token by rho = pi_old / pi_sampler with pi_old the learner's recompute (the proximal policy of the PPO ratio)
+and pi_sampler the stale behaviour policy; the §17.6 `mismatch/*` signals measure the staleness, and the
+`stale_sampler` detector (monitor/detectors/staleness.py) warns when it grows. A resumed run starts its pipeline
+again: its first step samples synchronously, and the prompts of the batch in flight at the checkpoint are skipped.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ... import metric_names as mn
+from ...config import ConfigError
+from ...rewards import RewardResult
+from ...rollout.hf import SharedPrefixSampler, sample_tokens
+from ..batch import Batch
+from .filter import GROUP_FILTERS
+from .scoring import merge_round_metrics
+
+SAMPLER_THREAD = threading.local()  # `active` is True in the background sampler's thread
+
+
+def in_sampler_thread() -> bool:
+    """Whether the caller is the background sampler (phase reports for the display come from the step's thread)."""
+    return bool(getattr(SAMPLER_THREAD, "active", False))
+
+
+@dataclass
+class Drawn:
+    """One step's batch as the group filter returned it, with its metrics, reward rounds, the timings of its
+    rounds and the learner version (updates applied) whose weights sampled it."""
+
+    batch: Batch
+    metrics: dict[str, float]
+    rounds: list[RewardResult]
+    timings: dict[str, float] = field(default_factory=dict)
+    version: int = 0
+
+
+def draw_batch(trainer: Any, engine: Any, timings: dict[str, float]) -> Drawn:
+    """Rollout, scoring and filter rounds of one step with `engine`: the filter asks for rounds until it has its
+    groups; reward/* describe everything sampled (all rounds), reward/kept_* the trained batch."""
+    # which groups train: algo.group_filter (read each step: the autopilot may switch dynamic sampling on)
+    groups = GROUP_FILTERS[trainer.cfg.algo.group_filter](trainer.local_prompts, trainer.cfg.algo)
+    rounds: list[RewardResult] = []
+    while (n := groups.request()) is not None:  # one round, or more when the filter asks (dynamic sampling)
+        out, idx = trainer.rollout(n, timings, engine)  # 1. rollout: n prompts x G responses
+        b, res = trainer.score(out, idx, timings)  # 2. scoring: rewards, shaping
+        rounds.append(res)
+        groups.add(b)  # 3. filter: keep the groups that train
+    b, metrics = groups.result()
+    metrics.update(merge_round_metrics(rounds))
+    return Drawn(b, metrics, rounds, timings)
+
+
+class Synchronous:
+    """max_staleness=0: sample now with the learner's engine; after the update the engine gets the new weights."""
+
+    def __init__(self, trainer: Any) -> None:
+        self.trainer = trainer
+
+    def next(self, timings: dict[str, float]) -> Drawn:
+        return draw_batch(self.trainer, self.trainer.engine, timings)
+
+    def after_update(self, metrics: dict[str, float], timings: dict[str, float]) -> None:
+        self.trainer.sync_engine(metrics, timings)
+
+
+def sampler_engine(session: Any, seed: int) -> SharedPrefixSampler:
+    """The sampler: the `hf` engine on a frozen copy of the learner's policy, drawing from its own seeded random
+    stream (its draws do not depend on how its thread interleaves with the learner's)."""
+    model = copy.deepcopy(session.model).requires_grad_(False)
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device).manual_seed(seed)
+    draw = functools.partial(sample_tokens, generator=generator)
+    return SharedPrefixSampler(model, session.tokenizer, autocast=session.autocast, draw=draw)
+
+
+@torch.no_grad()
+def copy_weights(dst: torch.nn.Module, src: torch.nn.Module) -> None:
+    """dst's parameters and buffers := src's (dst is a deep copy of src: same tensors, same order)."""
+    for d, s in zip([*dst.parameters(), *dst.buffers()], [*src.parameters(), *src.buffers()], strict=True):
+        d.copy_(s)
+
+
+class OneStepOffPolicy:
+    """max_staleness=1: step k+1's batch is sampled by the sampler copy during step k's update (module docstring)."""
+
+    def __init__(self, trainer: Any) -> None:
+        if trainer.info.world > 1:
+            raise ConfigError(
+                f"rollout.max_staleness=1 is not supported under torchrun (world size {trainer.info.world}): its "
+                "sampler copy runs in one process; use rollout.max_staleness=0"
+            )
+        self.trainer = trainer
+        self.sampler = sampler_engine(trainer.session, trainer.cfg.train.seed + 1)
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="grpokit-sampler")
+        self.ready: Drawn | None = None  # the next step's batch, sampled during this step's update
+        self.future: Future[Drawn] | None = None  # that batch while it is being sampled
+        self.learner_version = 0  # updates applied to the learner
+        self.sampler_version = -1  # the learner version whose weights the sampler holds (-1: never synced)
+
+    def next(self, timings: dict[str, float]) -> Drawn:
+        """This step's batch (sampled during the last update, or now at the first step), and the next step's
+        sampling started in the background (not after the run's last step)."""
+        drawn, self.ready = self.ready, None
+        if drawn is None:
+            self.sync()
+            drawn = self.draw()
+        t = self.trainer
+        if t.step + 1 < t.cfg.train.steps:
+            self.future = self.pool.submit(self.background)
+        for key, seconds in drawn.timings.items():
+            timings[key] = timings.get(key, 0.0) + seconds
+        drawn.metrics[mn.ROLLOUT_STALENESS] = float(self.learner_version - drawn.version)
+        drawn.batch.extras["sampler_version"] = drawn.version
+        return drawn
+
+    def after_update(self, metrics: dict[str, float], timings: dict[str, float]) -> None:
+        """Wait for the next step's batch, then give the sampler the updated weights."""
+        t0 = time.perf_counter()
+        if self.future is not None:
+            try:
+                self.ready = self.future.result()
+            finally:
+                self.future = None
+        timings["rollout_wait"] = time.perf_counter() - t0
+        self.trainer.sync_engine(metrics, timings)  # the learner's own engine (evaluation samples with it)
+        if metrics.get(mn.TRAIN_SKIPPED_UPDATE, 0.0) < 1.0:
+            self.learner_version += 1
+        t0 = time.perf_counter()
+        self.sync()
+        timings["weight_sync"] = timings.get("weight_sync", 0.0) + time.perf_counter() - t0
+
+    def sync(self) -> None:
+        """Copy the learner's weights into the sampler when it holds older ones (never while it samples)."""
+        if self.sampler_version != self.learner_version:
+            copy_weights(self.sampler.model, self.trainer.model)
+            self.sampler_version = self.learner_version
+
+    def draw(self) -> Drawn:
+        version = self.sampler_version
+        drawn = draw_batch(self.trainer, self.sampler, {})
+        drawn.version = version
+        return drawn
+
+    def background(self) -> Drawn:
+        SAMPLER_THREAD.active = True
+        try:
+            return self.draw()
+        finally:
+            SAMPLER_THREAD.active = False
+
+
+SOURCES = (Synchronous, OneStepOffPolicy)  # indexed by rollout.max_staleness (config/checks.py allows 0 and 1)
+
+
+def make_batch_source(trainer: Any) -> Synchronous | OneStepOffPolicy:
+    """The batch source of `rollout.max_staleness`."""
+    return SOURCES[trainer.cfg.rollout.max_staleness](trainer)
