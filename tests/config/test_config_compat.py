@@ -335,3 +335,13 @@ def test_version() -> None:
 
     out = _cli("--version")
     assert out.returncode == 0 and out.stdout.strip() == f"grpokit {__version__}"
+
+
+def test_trl_checkpoint_keys_keep_their_meaning(tmp_path: Path) -> None:
+    """save_total_limit (None in TRL: keep all) and save_only_model (no optimizer state) mean what they mean in TRL."""
+    body = {"num_generations": 8, "save_total_limit": None, "save_only_model": True}
+    cfg = build_config("grpo", config_file=str(trl_config(tmp_path, body)))
+    assert cfg.train.save_total_limit == 0 and cfg.train.save_only_model is True
+    body = {"num_generations": 8, "save_total_limit": 3}
+    cfg = build_config("grpo", config_file=str(trl_config(tmp_path, body, "b.yaml")))
+    assert cfg.train.save_total_limit == 3 and cfg.train.save_only_model is False

@@ -85,7 +85,7 @@ IGNORED = {
     "hub_strategy", "hub_private_repo", "hub_token", "overwrite_output_dir", "do_train", "do_eval", "do_predict",
     "eval_strategy", "evaluation_strategy", "save_strategy", "run_name", "disable_tqdm", "dataloader_num_workers",
     "dataloader_pin_memory", "dataloader_drop_last", "remove_unused_columns", "ddp_find_unused_parameters",
-    "ddp_timeout", "fsdp", "fsdp_config", "deepspeed", "local_rank", "tf32", "bf16_full_eval", "save_only_model",
+    "ddp_timeout", "fsdp", "fsdp_config", "deepspeed", "local_rank", "tf32", "bf16_full_eval",
     "save_safetensors", "include_tokens_per_second", "vllm_gpu_memory_utilization", "vllm_mode",
     "vllm_server_host", "vllm_server_port", "vllm_server_timeout", "vllm_server_base_url",
     "vllm_tensor_parallel_size", "vllm_enable_sleep_mode", "per_device_eval_batch_size", "eval_accumulation_steps",
@@ -142,7 +142,8 @@ RENAMES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "lr_scheduler_type": ("train.lr_schedule", _scheduler),
     "warmup_steps": ("train.warmup_steps", int),
     "seed": ("train.seed", int),
-    "save_total_limit": ("train.save_total_limit", int),
+    "save_total_limit": ("train.save_total_limit", lambda v: 0 if v is None else int(v)),  # TRL's None: keep all
+    "save_only_model": ("train.save_only_model", bool),
     "output_dir": ("train.output_dir", str),
     "report_to": ("train.report_to", report_to),
     "temperature": ("rollout.temperature", float),
