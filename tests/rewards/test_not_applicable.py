@@ -115,3 +115,20 @@ def test_training_goes_on_when_no_reward_applies_and_logs_na_frac(tmp_path: Path
     for r in rows:
         assert r["reward/na_frac"] == 1.0 and r["reward/fail_frac"] == 0.0
         assert r["reward/mean"] == 0.0 and r["reward/valid_frac"] == 1.0
+
+
+def test_the_trainer_applies_the_configured_policy_and_reward_model_device(tmp_path: Path) -> None:
+    """reward.not_applicable and reward.model_device reach the trainer's reward manager (auto: the learner's device);
+    with `exclude`, samples no reward applies to are left out of training: reward/valid_frac 0, no failure."""
+    from tiny_config import tiny_overrides
+
+    from grpokit.training import Trainer, fit
+
+    extra = ("train.steps=1", "reward.functions=[toy_rewards:always_none]", "reward.not_applicable=exclude")
+    trainer = Trainer(build_config("grpo", overrides=tiny_overrides(*extra)), tmp_path)
+    assert trainer.rewards.not_applicable.name == "exclude"
+    assert trainer.rewards.model_device == str(trainer.device)
+    fit(trainer, None, eval_before=False)
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"time/step"' in x]
+    assert rows[0]["reward/na_frac"] == 1.0 and rows[0]["reward/fail_frac"] == 0.0
+    assert rows[0]["reward/valid_frac"] == 0.0

@@ -135,6 +135,9 @@ def open_session(
         timeout_s=cfg.reward.timeout_s,
         max_fail_frac=cfg.reward.max_fail_frac,
         sandbox=reward_sandbox(cfg),
+        not_applicable=cfg.reward.not_applicable,
+        # a reward model runs beside the learner unless told otherwise
+        model_device=str(device) if cfg.reward.model_device == "auto" else cfg.reward.model_device,
     )
     session = Session(cfg, device, prec, model, tokenizer, None, rewards, data)  # type: ignore[arg-type]
     session.engine = build_engine(cfg.rollout.engine, session)
