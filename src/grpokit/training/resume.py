@@ -40,6 +40,8 @@ SAFE_KEYS = frozenset(
         "train.on_divergence",
         "train.autopilot_max_interventions",
         "reward.timeout_s",
+        "reward.model_device",
+        "train.save_only_model",
         "reward.max_fail_frac",
         "rollout.eval_temperature",
         "model.device",

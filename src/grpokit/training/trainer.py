@@ -367,7 +367,7 @@ class Trainer:
 
     def evaluate(self, n_samples: int = 1) -> dict[str, float]:
         """Held-out accuracy and mean length at `rollout.eval_temperature` (own seeded RNG stream per step)."""
-        return evaluate(self.session, n_samples, seed=self.cfg.train.seed + 7919 * (self.step + 1))
+        return evaluate(self.session, n_samples, seed=self.cfg.train.seed + 7919 * (self.step + 1), step=self.step)
 
     # ------------------------------------------------------------------------------------- checkpoints
 
