@@ -126,6 +126,8 @@ class OneStepOffPolicy:
     def next(self, timings: dict[str, float]) -> Drawn:
         """This step's batch (sampled during the last update, or now at the first step), and the next step's
         sampling started in the background (not after the run's last step)."""
+        if self.future is not None:  # the last step stopped before its after_update: collect what it started
+            self.ready, self.future = self.future.result(), None
         drawn, self.ready = self.ready, None
         if drawn is None:
             self.sync()
