@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from ..common.errors import GrpokitError
 from ..parallel.distributed import DistInfo, barrier, broadcast_object
 from .base import ENGINES, RolloutOutput, SamplingParams, assemble_output, special_ids
 
@@ -43,6 +44,41 @@ INSTALL_HINT = (
 
 class VLLMNotInstalled(ValueError):
     """vLLM cannot be imported; the message says how to install it."""
+
+
+class VLLMStartError(GrpokitError, RuntimeError):
+    """vLLM could not start on this machine with this model: one line with vLLM's reason and the fix."""
+
+
+def _first_token(llm: Any, eos_ids: Any) -> None:
+    """One token from a one-token prompt: vLLM's CPU attention checks the model's head size only when it first
+    runs, so a model this machine cannot serve fails here, at start, and is said in one line (`start_error`)."""
+    from vllm import SamplingParams as VSP
+
+    first = next(iter(eos_ids), 0) if eos_ids else 0
+    llm.generate([{"prompt_token_ids": [int(first)]}], VSP(max_tokens=1, seed=0, detokenize=False), use_tqdm=False)
+    with contextlib.suppress(Exception):
+        llm.reset_prefix_cache()
+
+
+def start_error(error: Exception, model: torch.nn.Module) -> VLLMStartError:
+    """The one line for an engine that failed to start (`GRPOKIT_DEBUG=1` shows vLLM's traceback instead)."""
+    reason = (str(error).strip().splitlines() or [type(error).__name__])[-1][:300]
+    cfg = getattr(model, "config", None)
+    head = getattr(cfg, "head_dim", None) or (
+        cfg.hidden_size // cfg.num_attention_heads if cfg is not None and hasattr(cfg, "num_attention_heads") else None
+    )
+    if "Unsupported CPU attention" in reason:
+        why = (
+            f"vLLM's CPU attention has no kernel for this model's head size ({head}) with this CPU's instruction set "
+            f"({reason})"
+        )
+    else:
+        why = f"{type(error).__name__}: {reason}"
+    return VLLMStartError(
+        f"rollout.engine=vllm could not start with this model on this machine: {why}. Use rollout.engine=hf (the "
+        "default), or a model vLLM's build here supports; GRPOKIT_DEBUG=1 shows vLLM's traceback"
+    )
 
 
 def check_vllm_installed() -> None:
@@ -209,7 +245,13 @@ class VLLMEngine:
                 kwargs.update(gpu_memory_utilization=gpu_memory_utilization, enable_sleep_mode=self.sleep)
             if info.world > 1:  # under torchrun: each rank's engine joins the launcher's processes (TP 1 per rank)
                 kwargs.update(distributed_executor_backend="external_launcher")
-            llm = LLM(**kwargs)
+            try:
+                llm = LLM(**kwargs)
+                _first_token(llm, self.eos_ids)  # vLLM builds its attention kernels on the first forward
+            except Exception as e:  # a kernel or setting this machine cannot run: one line, not vLLM's traceback
+                if os.environ.get("GRPOKIT_DEBUG"):
+                    raise
+                raise start_error(e, model) from None
             barrier(info)  # every rank has read the weights before the directory goes
         self.start_seconds = time.perf_counter() - t0
         return llm
