@@ -345,3 +345,13 @@ def test_trl_checkpoint_keys_keep_their_meaning(tmp_path: Path) -> None:
     body = {"num_generations": 8, "save_total_limit": 3}
     cfg = build_config("grpo", config_file=str(trl_config(tmp_path, body, "b.yaml")))
     assert cfg.train.save_total_limit == 3 and cfg.train.save_only_model is False
+
+
+def test_a_reward_model_path_in_trl_reward_funcs_is_a_reward_model(tmp_path: Path, embedded_model_dir: Path) -> None:
+    """TRL takes a model path in reward_funcs as a sequence-classification reward model; so does the translation."""
+    from tiny_reward_model import build_tiny_reward_model
+
+    rm = build_tiny_reward_model(tmp_path / "rm", embedded_model_dir)
+    body = {"num_generations": 8, "reward_funcs": [str(rm), "accuracy_reward"], "reward_weights": [0.5, 1.0]}
+    cfg = build_config("grpo", config_file=str(trl_config(tmp_path, body)))
+    assert cfg.reward.functions == [str(rm), "trl.rewards:accuracy_reward"] and cfg.reward.weights == [0.5, 1.0]

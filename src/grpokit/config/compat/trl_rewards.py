@@ -23,6 +23,8 @@ import importlib
 import importlib.util
 from pathlib import Path
 
+from ...rewards.reward_model import is_reward_model_spec
+
 # the names `trl grpo` resolves itself (TRL 1.16 trl/scripts/grpo.py reward_funcs_registry, reward functions only)
 TRL_SCRIPT_REWARDS = ("accuracy_reward", "reasoning_accuracy_reward", "think_format_reward")
 
@@ -80,6 +82,8 @@ def resolve(names: list[str], module: str | None) -> tuple[list[str], list[str]]
 
 
 def _resolve_one(name: str, module: str | None) -> str | None:
+    if is_reward_model_spec(name):  # TRL's model-path reward: a local sequence-classification model directory
+        return name
     if ":" in name:  # already grpokit's module:function
         mod, _, fn = name.rpartition(":")
         return name if fn in (defined_names(mod) or ()) else None
