@@ -57,7 +57,7 @@ def last_step(run_dir: Path) -> int | None:
         for line in f.read().splitlines():
             try:
                 row = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # a torn or hostile line (JSON nested past the recursion limit)
                 continue
             if isinstance(row, dict) and isinstance(row.get("step"), int):
                 step = row["step"]
@@ -84,7 +84,7 @@ def read_outcome(run_dir: Path) -> dict[str, Any] | None:
     """The recorded outcome of `run_dir` (a directory), None when it has none or it cannot be read."""
     try:
         body = json.loads((Path(run_dir) / OUTCOME_FILE).read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return body if isinstance(body, dict) and body.get("status") in STATUSES else None
 
