@@ -15,35 +15,6 @@ from __future__ import annotations
 
 from ..common.lazy import lazy_exports
 
-__all__ = [
-    "RECIPE_META_KEYS",
-    "VAPO_ALPHA_TIMES_LMAX",
-    "Config",
-    "ConfigError",
-    "CriticConfig",
-    "DataConfig",
-    "ModelConfig",
-    "MonitorConfig",
-    "RewardConfig",
-    "RolloutConfig",
-    "TrainConfig",
-    "all_keys",
-    "key_hint",
-    "did_you_mean",
-    "type_hints",
-    "apply_mapping",
-    "build_config",
-    "coerce",
-    "config_from_dict",
-    "list_recipes",
-    "load_recipe",
-    "parse_override",
-    "read_yaml",
-    "recipe_dir",
-    "resolve_config",
-    "set_key",
-]
-
 # imported on first use: `grpokit --help` imports this package and must not import torch through it
 __getattr__, __dir__ = lazy_exports(
     __name__,
@@ -86,3 +57,4 @@ __getattr__, __dir__ = lazy_exports(
         ),
     },
 )
+__all__ = __dir__()  # the names of the table above, each listed once

@@ -10,31 +10,6 @@ from __future__ import annotations
 
 from ..common.lazy import lazy_exports
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "EMBEDDED_MODELS",
-    "MODEL_CHOICES",
-    "PRECISION_CHOICES",
-    "SANITY_PROMPT",
-    "TINY_MODEL",
-    "EmbeddedModel",
-    "ModelSpecError",
-    "Precision",
-    "apply_lora",
-    "autocast_ctx",
-    "build_tiny_model",
-    "cache_dir",
-    "cpu_bf16_decision",
-    "cpu_bf16_is_fast",
-    "cpu_description",
-    "precision_reason",
-    "ensure_embedded_model",
-    "greedy_chat",
-    "load_model_and_tokenizer",
-    "param_dtype",
-    "resolve_precision",
-]
-
 # imported on first use: `grpokit --help` imports this package and must not import torch through it
 __getattr__, __dir__ = lazy_exports(
     __name__,
@@ -69,3 +44,4 @@ __getattr__, __dir__ = lazy_exports(
         ),
     },
 )
+__all__ = __dir__()  # the names of the table above, each listed once

@@ -19,27 +19,6 @@ from __future__ import annotations
 
 from ..common.lazy import lazy_exports
 
-__all__ = [
-    "CACHE_FRACTION",
-    "GROUP_SIZES",
-    "LENGTH_MARGIN",
-    "LOW_ENTROPY_NATS",
-    "NEAR_UNIFORM",
-    "RELATIVE_LOW",
-    "ZV_TARGET",
-    "cmd_preflight",
-    "entropy_verdict",
-    "histogram",
-    "percentiles",
-    "recommend_group_size",
-    "recommend_length",
-    "register_cli",
-    "render",
-    "run_preflight",
-    "write_outputs",
-    "zero_variance",
-]
-
 # imported on first use: `grpokit --help` imports this package and must not import torch through it
 __getattr__, __dir__ = lazy_exports(
     __name__,
@@ -70,3 +49,4 @@ __getattr__, __dir__ = lazy_exports(
         "render": ("render",),
     },
 )
+__all__ = __dir__()  # the names of the table above, each listed once
