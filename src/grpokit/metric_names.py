@@ -131,6 +131,24 @@ SAMPLING_GENERATED_GROUPS = "sampling/generated_groups"  # groups generated over
 SAMPLING_NO_VALID_GROUP = "sampling/no_valid_group"  # 1.0 when no group survived the filter
 ROLLOUT_STALENESS = "rollout/staleness"  # updates between the sampler's weights and the learner's
 
+# --- multi-turn episodes (agent.*; grpokit/agents, docs/agents.md) -----------------------------------------------
+EPISODE_PREFIX = "episode/"
+EPISODE_N = "episode/n"  # episodes sampled in the step (every generation round)
+EPISODE_TURNS_MEAN = "episode/turns_mean"  # policy turns per episode
+EPISODE_TOOL_CALLS_MEAN = "episode/tool_calls_mean"  # tool calls (parsed) per episode
+EPISODE_CALL_FRAC = "episode/call_frac"  # episodes with at least one parsed tool call
+EPISODE_CALL_ATTEMPTS = "episode/call_attempts"  # turns that tried to call a tool (parsed or not), in the step
+EPISODE_PARSE_FAIL_RATE = "episode/parse_fail_rate"  # tried tool calls that did not parse / tried
+EPISODE_TOOL_CALLS = "episode/tool_calls"  # tool calls executed in the step
+EPISODE_TOOL_ERROR_RATE = "episode/tool_error_rate"  # executed calls that raised, named no tool or had bad arguments
+EPISODE_TOOL_TIMEOUT_RATE = "episode/tool_timeout_rate"  # executed calls stopped by agent.tool_timeout_s or a limit
+EPISODE_TURN_LIMIT_FRAC = "episode/turn_limit_frac"  # episodes ended by agent.max_turns before an answer
+EPISODE_CONTEXT_LIMIT_FRAC = "episode/context_limit_frac"  # episodes ended by the context limit
+EPISODE_LENGTH_LIMIT_FRAC = "episode/length_limit_frac"  # episodes whose last turn hit rollout.max_new_tokens
+EPISODE_POLICY_TOKENS_MEAN = "episode/policy_tokens_mean"  # tokens the policy sampled per episode (trained on)
+EPISODE_ENV_TOKENS_MEAN = "episode/env_tokens_mean"  # tool/environment tokens per episode (masked from the loss)
+EPISODE_ENV_TOKEN_FRAC = "episode/env_token_frac"  # environment tokens / all tokens after the prompt
+
 # --- time and throughput --------------------------------------------------------------------------------------
 TIME_PREFIX = "time/"
 TIME_STEP = "time/step"  # wall seconds of the whole step

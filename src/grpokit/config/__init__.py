@@ -46,6 +46,7 @@ __getattr__, __dir__ = lazy_exports(
             "resolve_config",
         ),
         "sections": (
+            "AgentConfig",
             "Config",
             "CriticConfig",
             "DataConfig",

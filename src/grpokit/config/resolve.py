@@ -100,6 +100,18 @@ def value_checks(cfg: Config) -> list[tuple[str, bool, str]]:
             c.model is None or (c.kind in CRITIC_KINDS and CRITIC_KINDS[c.kind].own_trunk),
             "critic.model is read only with critic.kind=model: set that too, or drop critic.model",
         ),
+        ("agent.max_turns", cfg.agent.max_turns >= 1, "use 1 or more policy turns per episode"),
+        ("agent.max_episode_tokens", cfg.agent.max_episode_tokens >= 0, "use 0 (the model's context) or more"),
+        ("agent.tool_format", cfg.agent.tool_format in ("auto", "hermes", "template"), "use auto, hermes or template"),
+        ("agent.tool_timeout_s", cfg.agent.tool_timeout_s > 0, "use a positive number of seconds"),
+        ("agent.tool_result_max_chars", cfg.agent.tool_result_max_chars >= 1, "use 1 or more"),
+        (
+            "algo.soft_overlong",
+            not (cfg.algo.soft_overlong and (cfg.agent.tools or cfg.agent.environment)),
+            "the soft overlong punishment counts one response's length against rollout.max_new_tokens; an episode "
+            "has several turns: set algo.soft_overlong=false (episodes cut by a limit are flagged truncated, see "
+            "algo.truncated_reward)",
+        ),
         (
             "algo.overlong_cache",
             not cfg.algo.soft_overlong or 0 < cfg.algo.overlong_cache <= max_new,

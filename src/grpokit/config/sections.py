@@ -1,5 +1,5 @@
 """The run configuration's sections: one dataclass per section (`model`, `data`, `rollout`, `reward`, `algo`,
-`train`, `critic`, `monitor`) and `Config`, the whole run.
+`train`, `critic`, `monitor`, `agent`) and `Config`, the whole run.
 
 Defaults live here; `grpokit.config.build` layers recipe, file and overrides on them and `grpokit.config.resolve`
 fills derived values and validates.
@@ -172,6 +172,20 @@ class CriticConfig:
 
 
 @dataclass
+class AgentConfig:
+    """Multi-turn episodes with tools or an environment (grpokit/agents, docs/agents.md). Off while `tools` and
+    `environment` are empty, unless the built-in task brings tools (add2-tool)."""
+
+    tools: list[str] = field(default_factory=list)  # built-in names (calculator) or module:function, TRL's tools
+    environment: str | None = None  # module:Class: reset/step (grpokit) or TRL's environment_factory convention
+    max_turns: int = 4  # policy turns per episode
+    max_episode_tokens: int = 0  # prompt + every turn; 0: the model's context length
+    tool_format: str = "auto"  # auto (the template's own when it has a parser, else hermes) | hermes | template
+    tool_timeout_s: float = 5.0  # per tool call, in the sandbox
+    tool_result_max_chars: int = 1000  # a longer tool result is cut (and says so)
+
+
+@dataclass
 class Config:
     """A whole run."""
 
@@ -184,6 +198,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     critic: CriticConfig = field(default_factory=CriticConfig)
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
     warnings: ClassVar[list[str]] = []  # settings that do nothing here (grpokit.config.checks), set by resolve_config()
 
     def to_dict(self) -> dict[str, Any]:

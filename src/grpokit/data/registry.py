@@ -5,12 +5,12 @@ from __future__ import annotations
 import difflib
 
 from ..common.registry import Registry
-from .arithmetic import ADD1, ADD2, MUL1
+from .arithmetic import ADD1, ADD2, ADD2_TOOL, MUL1
 from .code import CODE1
 from .countdown import COUNTDOWN
 from .task import Task
 
-TASKS = Registry.of("task", {t.name: t for t in (ADD1, ADD2, MUL1, COUNTDOWN, CODE1)})
+TASKS = Registry.of("task", {t.name: t for t in (ADD1, ADD2, ADD2_TOOL, MUL1, COUNTDOWN, CODE1)})
 
 
 def unknown_name_error(kind: str, name: str, known: list[str], extra: str = "") -> ValueError:

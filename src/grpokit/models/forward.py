@@ -10,6 +10,13 @@ from ..algos.entropy import logprobs_and_entropy
 from .prefix import decoder_and_head, positions, shared_prefix_hidden
 
 
+def used_width(completion_mask: torch.Tensor) -> int:
+    """Columns up to the last one any row has a token in: a response's mask is a prefix of its row, an episode's
+    has holes where the environment's tokens are (grpokit/agents), which must stay in the forward's context."""
+    cols = torch.nonzero(completion_mask.sum(0)).flatten()
+    return int(cols.max()) + 1 if cols.numel() else 0
+
+
 def completion_forward(
     model: nn.Module,
     prompt_ids: torch.Tensor,
@@ -38,8 +45,7 @@ def completion_forward(
     device = next(model.parameters()).device
     n, t_full = completion_ids.shape
     lead = int((prompt_mask.sum(0) == 0).long().cumprod(0).sum())  # columns padded in every row
-    t_used = int(completion_mask.sum(1).max()) if n else 0
-    t_used = max(t_used, 1)
+    t_used = max(used_width(completion_mask), 1)
     p_ids, p_mask = prompt_ids[:, lead:], prompt_mask[:, lead:]
     c_ids, c_mask = completion_ids[:, :t_used], completion_mask[:, :t_used]
     decoder, head = decoder_and_head(model)

@@ -158,6 +158,7 @@ class ProcessRunner:
         self.cpu_s = float(sandbox.cpu_s if sandbox is not None and sandbox.cpu_s is not None else cpu_s)
         self._slot: list[Worker | None] = [None]
         self._seq = 0
+        self.tool_replies = False  # the tool runner reads ToolReply values (wire.py); rewards never return them
         self.started = 0  # workers started so far; more than one means restarts after timeouts or crashes
         if sandbox is not None:  # left behind by trainers that were killed
             cgroups.sweep(WORKDIR_PREFIX)
@@ -263,7 +264,7 @@ class ProcessRunner:
             self.kill()
         if status == "ok":
             try:
-                return wire.values_from_wire(payload)
+                return wire.values_from_wire(payload, tool_replies=self.tool_replies)
             except wire.BadReply as e:
                 self.kill()
                 raise RewardCallError(f"the reward worker sent an unreadable reply ({e})") from e

@@ -165,3 +165,14 @@ def load_reward(spec: str, cwd: str | None = None) -> RewardFn:
     if ":" not in spec:
         raise _unknown(spec)
     return _load_target(spec, spec, cwd)  # type: ignore[return-value]
+
+
+def load_callable(spec: str, *, what: str, cwd: str | None = None) -> Callable[..., object]:
+    """A user function given as `module:function` or `path/file.py:function` (imported here) for the config key
+    `what` (e.g. agent.tools); ValueError naming the key, the spec and the fix."""
+    if ":" not in spec:
+        raise ValueError(f"{what}: {spec!r} is neither a built-in name nor 'module:function' (e.g. my_tools:search)")
+    try:
+        return _load_target(spec, spec, cwd)
+    except ValueError as e:
+        raise ValueError(f"{what}: {str(e).removeprefix('reward ')}") from None

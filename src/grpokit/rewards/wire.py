@@ -32,6 +32,18 @@ class NotAList:
     type_name: str
 
 
+@dataclass(frozen=True)
+class ToolReply:
+    """What one tool call returned, for the tool runner (grpokit/agents/execution.py): status "ok" or "error" and
+    the text the model will read (at most `MAX_TOOL_TEXT` characters)."""
+
+    status: str
+    text: str
+
+
+MAX_TOOL_TEXT = 1 << 16
+
+
 class BadReply(Exception):
     """The worker's reply is not a well-formed message (garbage written to the pipe, or too large)."""
 
@@ -39,6 +51,8 @@ class BadReply(Exception):
 def _value(v: Any) -> Any:
     if v is None:
         return None
+    if isinstance(v, ToolReply):
+        return {"tool": [str(v.status), str(v.text)[:MAX_TOOL_TEXT]]}
     if isinstance(v, (str, bytes)) or not hasattr(v, "__float__"):
         return {"invalid": f"{type(v).__name__} {repr(v)[:60]}"}
     try:
@@ -54,8 +68,9 @@ def values_to_wire(out: Any) -> Any:
     return [_value(v) for v in out]
 
 
-def values_from_wire(payload: Any) -> Any:
-    """The trainer's view of `values_to_wire` output: floats, None, InvalidValue, or a NotAList."""
+def values_from_wire(payload: Any, *, tool_replies: bool = False) -> Any:
+    """The trainer's view of `values_to_wire` output: floats, None, InvalidValue, or a NotAList; with
+    `tool_replies` (the tool runner) also ToolReply, which a reward's values never are (InvalidValue there)."""
     if isinstance(payload, dict):
         return NotAList(str(payload.get("not_a_list", "?")))
     if not isinstance(payload, list):
@@ -66,9 +81,16 @@ def values_from_wire(payload: Any) -> Any:
             out.append(None if v is None else float(v))
         elif isinstance(v, dict) and isinstance(v.get("invalid"), str):
             out.append(InvalidValue(v["invalid"]))
+        elif isinstance(v, dict) and _is_tool_reply(v.get("tool")):
+            status, text = v["tool"]
+            out.append(ToolReply(status, text[:MAX_TOOL_TEXT]) if tool_replies else InvalidValue("ToolReply"))
         else:
             raise BadReply(f"a value of type {type(v).__name__}")
     return out
+
+
+def _is_tool_reply(v: Any) -> bool:
+    return isinstance(v, list) and len(v) == 2 and v[0] in ("ok", "error") and isinstance(v[1], str)
 
 
 def encode(status: str, seq: int, payload: Any) -> bytes:

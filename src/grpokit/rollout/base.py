@@ -12,7 +12,7 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -52,10 +52,21 @@ class RolloutOutput:
     texts: list[str]
     gen_tokens: int = 0
     seconds: float = 0.0
+    # multi-turn engines (grpokit/agents/engine.py): each sample's episode record; completion_mask then has holes
+    # where the environment's tokens are, and texts are the final policy messages
+    episodes: list[dict[str, Any]] | None = None
 
     @property
     def lengths(self) -> torch.Tensor:
+        """Policy tokens per sample."""
         return self.completion_mask.sum(1)
+
+    @property
+    def spans(self) -> torch.Tensor:
+        """Tokens after the prompt per sample: the policy's, and in an episode the environment's between them."""
+        if self.episodes is None:
+            return self.lengths
+        return torch.tensor([int(e["span"]) for e in self.episodes], dtype=torch.long)
 
 
 class RolloutEngine(Protocol):

@@ -37,6 +37,7 @@ class Batch:
     returns: torch.Tensor | None = None
     keep: torch.Tensor | None = None
     scores: torch.Tensor | None = None  # the reward functions' weighted sum before shaping (what the verifier said)
+    episodes: list[dict[str, Any]] | None = None  # multi-turn runs: each sample's episode record (grpokit/agents)
     extras: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -127,4 +128,5 @@ def from_rollout(
         texts=list(out.texts),
         example_index=[example_index[int(i)] for i in out.prompt_index],
         extras={"pad_id": pad_id},
+        episodes=None if out.episodes is None else list(out.episodes),
     )

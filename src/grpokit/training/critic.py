@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from ..config import CriticConfig
+from ..models.forward import used_width
 from ..models.prefix import shared_prefix_hidden
 from ..models.value_heads import CRITIC_KINDS
 
@@ -62,7 +63,7 @@ class Critic(nn.Module):
         device = next(self.head.parameters()).device
         n, t_full = completion_ids.shape
         lead = int((prompt_mask.sum(0) == 0).long().cumprod(0).sum())
-        t_used = max(int(completion_mask.sum(1).max()) if n else 0, 1)
+        t_used = max(used_width(completion_mask), 1)
         h = shared_prefix_hidden(
             self.trunk,
             prompt_ids[:, lead:].to(device),

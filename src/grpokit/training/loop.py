@@ -136,6 +136,7 @@ def _log_step(trainer: Trainer, result: StepResult) -> None:
                 "accuracy": float(b.accuracy[i]),
                 "length": int(b.lengths[i]),
                 "truncated": bool(b.truncated[i]),
+                **({"episode": b.episodes[i]} if b.episodes is not None else {}),
             }
             for i in range(k)
         ],

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..agents.setup import Agent, build_agent
 from ..common import faults
 from ..config import Config
 from ..data.limits import model_context, prompt_limit
@@ -70,6 +71,7 @@ class Session:
     engine: RolloutEngine
     rewards: RewardManager
     data: TaskData
+    agent: Agent | None = None  # multi-turn runs: tools, environment, episodes (grpokit/agents)
 
     def autocast(self) -> contextlib.AbstractContextManager:
         return autocast_ctx(self.precision, self.device)
@@ -86,8 +88,17 @@ class Session:
         )
 
     def close(self) -> None:
-        """Stop the reward worker process."""
+        """Stop the reward worker process (and the tool worker of a multi-turn run)."""
         self.rewards.close()
+        if self.agent is not None:
+            self.agent.close()
+
+
+def episodes_of(session: Session, engine: RolloutEngine) -> RolloutEngine:
+    """`engine` as the session samples with it: running episodes in a multi-turn run, unchanged otherwise."""
+    if session.agent is None:
+        return engine
+    return session.agent.wrap(engine, session.data, session.cfg.data)  # type: ignore[return-value]
 
 
 def open_session(
@@ -121,8 +132,10 @@ def open_session(
     model.train()
     if info.rank:  # same initial weights on every rank, but each rank samples its own completions
         seed_everything(cfg.train.seed + 1_000_003 * info.rank)
-    limit = prompt_limit(cfg.data, model_context(model), cfg.rollout.max_new_tokens)
-    data = load_task_data(cfg.data, tokenizer, cfg.train.seed, limit)
+    agent = build_agent(cfg, tokenizer, reward_sandbox(cfg), model_context(model))
+    data_cfg = cfg.data if agent is None else agent.data_config(cfg.data)  # the tools shown in the prompts
+    limit = prompt_limit(data_cfg, model_context(model), cfg.rollout.max_new_tokens)
+    data = load_task_data(data_cfg, tokenizer, cfg.train.seed, limit)
     if not cfg.reward.functions and data.default_reward is None:
         raise ValueError(
             "reward.functions is empty and data.answer_key is null (no reference answers for a default reward): "
@@ -139,6 +152,6 @@ def open_session(
         # a reward model runs beside the learner unless told otherwise
         model_device=str(device) if cfg.reward.model_device == "auto" else cfg.reward.model_device,
     )
-    session = Session(cfg, device, prec, model, tokenizer, None, rewards, data)  # type: ignore[arg-type]
-    session.engine = build_engine(cfg.rollout.engine, session)
+    session = Session(cfg, device, prec, model, tokenizer, None, rewards, data, agent)  # type: ignore[arg-type]
+    session.engine = episodes_of(session, build_engine(cfg.rollout.engine, session))
     return session

@@ -22,6 +22,7 @@ import torch
 
 from .. import algos
 from .. import metric_names as mn
+from ..agents.signals import failure_examples
 from ..algos.kl_placement import make_placement
 from ..algos.reference import make_reference
 from ..algos.schedules import lr_lambda
@@ -321,6 +322,8 @@ class Trainer:
         # update one update behind (rollout.max_staleness=1)
         drawn = self.batches.next(timings)
         b, metrics = drawn.batch, drawn.metrics
+        if drawn.episodes:  # sample episodes of each multi-turn failure kind: the detectors' evidence
+            self.monitor_context["episode_examples"] = failure_examples(drawn.episodes)
         metrics.update(self.advantages(b, timings))  # 4. old/ref log-probs, values, KL placement, advantages
         metrics.update(self.update(b, timings))  # 5. update: optimizer steps over epochs x mini-batches
         self.batches.after_update(metrics, timings)  # the engine(s) get the new weights

@@ -54,7 +54,7 @@ def score_rollout(
     per_sample = [examples[idx[int(i)]] for i in out.prompt_index]
     res = rewards_mgr.score(out.texts, per_sample, completion_ids=completion_id_lists(out), trainer_state=trainer_state)
     timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t0
-    rewards = torch.tensor(res.rewards, dtype=torch.float32)
+    rewards = torch.tensor(res.rewards, dtype=torch.float32) + environment_rewards(out)
     accuracy = torch.tensor(res.accuracy, dtype=torch.float32).nan_to_num(0.0)
     shaped = shape_rewards(algo, max_new_tokens, rewards, out.lengths, out.truncated)
     b = from_rollout(out, shaped, accuracy, group_start, idx, pad_id)
@@ -63,8 +63,18 @@ def score_rollout(
 
 
 def completion_id_lists(out: RolloutOutput) -> list[list[int]]:
-    """Each completion's generated token ids (EOS included, padding dropped)."""
-    return [out.completion_ids[i, : int(out.lengths[i])].tolist() for i in range(len(out.texts))]
+    """Each completion's token ids after the prompt (EOS included, padding dropped; an episode's environment tokens
+    included, as TRL passes a tool-using completion's ids)."""
+    spans = out.spans
+    return [out.completion_ids[i, : int(spans[i])].tolist() for i in range(len(out.texts))]
+
+
+def environment_rewards(out: RolloutOutput) -> torch.Tensor:
+    """Each episode's reward from its environment (0 where it gave none; single-turn samples: 0), added to the
+    reward functions' weighted sum (grpokit/agents/environment.py)."""
+    if out.episodes is None:
+        return torch.zeros(len(out.texts))
+    return torch.tensor([float(e.get("env_reward") or 0.0) for e in out.episodes], dtype=torch.float32)
 
 
 def merge_round_metrics(rounds: list[Any]) -> dict[str, float]:

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from ... import metric_names as mn
+from ...agents.signals import episode_metrics
 from ...config import ConfigError
 from ...rewards import RewardResult
 from ...rollout.hf import SharedPrefixSampler, sample_tokens
@@ -58,6 +59,7 @@ class Drawn:
     rounds: list[RewardResult]
     timings: dict[str, float] = field(default_factory=dict)
     version: int = 0
+    episodes: list[dict[str, Any]] = field(default_factory=list)  # every episode sampled (multi-turn runs)
 
 
 def draw_batch(trainer: Any, engine: Any, timings: dict[str, float]) -> Drawn:
@@ -66,14 +68,17 @@ def draw_batch(trainer: Any, engine: Any, timings: dict[str, float]) -> Drawn:
     # which groups train: algo.group_filter (read each step: the autopilot may switch dynamic sampling on)
     groups = GROUP_FILTERS[trainer.cfg.algo.group_filter](trainer.local_prompts, trainer.cfg.algo)
     rounds: list[RewardResult] = []
+    episodes: list[dict[str, Any]] = []
     while (n := groups.request()) is not None:  # one round, or more when the filter asks (dynamic sampling)
-        out, idx = trainer.rollout(n, timings, engine)  # 1. rollout: n prompts x G responses
+        out, idx = trainer.rollout(n, timings, engine)  # 1. rollout: n prompts x G responses (or episodes)
         b, res = trainer.score(out, idx, timings)  # 2. scoring: rewards, shaping
         rounds.append(res)
+        episodes += out.episodes or []
         groups.add(b)  # 3. filter: keep the groups that train
     b, metrics = groups.result()
     metrics.update(merge_round_metrics(rounds))
-    return Drawn(b, metrics, rounds, timings)
+    metrics.update(episode_metrics(episodes))  # episode/*: every episode sampled, like reward/*
+    return Drawn(b, metrics, rounds, timings, episodes=episodes)
 
 
 class Synchronous:
@@ -89,14 +94,16 @@ class Synchronous:
         self.trainer.sync_engine(metrics, timings)
 
 
-def sampler_engine(session: Any, seed: int) -> SharedPrefixSampler:
+def sampler_engine(session: Any, seed: int) -> Any:
     """The sampler: the `hf` engine on a frozen copy of the learner's policy, drawing from its own seeded random
-    stream (its draws do not depend on how its thread interleaves with the learner's)."""
+    stream (its draws do not depend on how its thread interleaves with the learner's); running episodes in a
+    multi-turn run."""
     model = copy.deepcopy(session.model).requires_grad_(False)
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     draw = functools.partial(sample_tokens, generator=generator)
-    return SharedPrefixSampler(model, session.tokenizer, autocast=session.autocast, draw=draw)
+    engine = SharedPrefixSampler(model, session.tokenizer, autocast=session.autocast, draw=draw)
+    return engine if session.agent is None else session.agent.wrap(engine, session.data, session.cfg.data)
 
 
 @torch.no_grad()

@@ -1,0 +1,117 @@
+"""Reading tool calls out of a policy turn: the chat template's own format, or a tag format for models without one.
+
+- `template`: the tokenizer's response parser (`tokenizer.parse_response`, transformers >= 5, from the template's
+  `response_schema`), as TRL reads tool calls; for models whose template defines tool calls.
+- `hermes`: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks, the tag format of Hermes/Qwen
+  templates; the fallback for templates without tool calls (SmolLM2's ChatML).
+
+`agent.tool_format=auto` picks `template` when the tokenizer has a response parser, else `hermes`. A turn *tried* a
+call when it opened a call block; each opened block that is not a well-formed call (unclosed, not JSON, no string
+`name`, `arguments` not an object) is one parse failure, reported back to the model as an error message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..common.registry import Registry
+
+CALL_FORMATS = Registry("tool-call format")
+OPEN_TAG, CLOSE_TAG = "<tool_call>", "</tool_call>"
+_BLOCK = re.compile(re.escape(OPEN_TAG) + r"(.*?)(?:" + re.escape(CLOSE_TAG) + r"|$)", re.DOTALL)
+
+
+@dataclass
+class ToolCall:
+    """One call the policy wrote: a tool name and its keyword arguments."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass
+class ParsedTurn:
+    """What a policy turn asked for: its calls, how many blocks it opened, and why the malformed ones failed."""
+
+    calls: list[ToolCall] = field(default_factory=list)
+    attempts: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def failures(self) -> int:
+        return len(self.errors)
+
+
+def call_from_object(obj: Any) -> ToolCall:
+    """A ToolCall from a decoded `{"name", "arguments"}` object (OpenAI's `{"function": {...}}` nesting accepted);
+    ValueError saying what is wrong."""
+    if isinstance(obj, dict) and isinstance(obj.get("function"), dict):
+        obj = obj["function"]
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        raise ValueError('a tool call must be a JSON object with a string "name"')
+    args = obj.get("arguments", obj.get("parameters", {}))
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError:
+            raise ValueError(f'the "arguments" of {obj["name"]!r} are not JSON') from None
+    if not isinstance(args, dict):
+        raise ValueError(f'the "arguments" of {obj["name"]!r} must be a JSON object')
+    return ToolCall(obj["name"], args)
+
+
+@CALL_FORMATS.register("hermes")
+def parse_hermes(text: str, tokenizer: Any = None) -> ParsedTurn:
+    """`<tool_call>{json}</tool_call>` blocks; an unclosed last block counts as a failed try."""
+    out = ParsedTurn()
+    for m in _BLOCK.finditer(text):
+        out.attempts += 1
+        if not m.group(0).endswith(CLOSE_TAG):
+            out.errors.append(f"{OPEN_TAG} was not closed with {CLOSE_TAG}")
+            continue
+        try:
+            out.calls.append(call_from_object(json.loads(m.group(1).strip())))
+        except json.JSONDecodeError as e:
+            out.errors.append(f"the tool call is not valid JSON ({e.msg} at character {e.pos})")
+        except ValueError as e:
+            out.errors.append(str(e))
+    return out
+
+
+@CALL_FORMATS.register("template")
+def parse_template(text: str, tokenizer: Any = None) -> ParsedTurn:
+    """The chat template's own format, read by `tokenizer.parse_response` (its `response_schema`)."""
+    out = ParsedTurn()
+    try:
+        parsed = tokenizer.parse_response(text)
+    except Exception as e:  # the parser's regex/JSON failed: the turn tried something it could not read
+        return ParsedTurn(attempts=1, errors=[f"the tool call could not be read ({type(e).__name__}: {e})"])
+    for obj in (parsed or {}).get("tool_calls") or []:
+        out.attempts += 1
+        try:
+            out.calls.append(call_from_object(obj))
+        except ValueError as e:
+            out.errors.append(str(e))
+    return out
+
+
+def has_response_parser(tokenizer: Any) -> bool:
+    """Whether the tokenizer can read its template's tool calls (`response_schema`, transformers >= 5)."""
+    return bool(getattr(tokenizer, "response_schema", None)) and hasattr(tokenizer, "parse_response")
+
+
+def call_parser(fmt: str, tokenizer: Any) -> Callable[[str], ParsedTurn]:
+    """The parser of `agent.tool_format` (auto: the template's own when the tokenizer has one, else hermes)."""
+    if fmt == "auto":
+        fmt = "template" if has_response_parser(tokenizer) else "hermes"
+    if fmt == "template" and not has_response_parser(tokenizer):
+        raise ValueError(
+            "agent.tool_format=template: this tokenizer has no response parser (response_schema) for its chat "
+            "template's tool calls; use agent.tool_format=hermes (or auto)"
+        )
+    parse = CALL_FORMATS[fmt]
+    return lambda text: parse(text, tokenizer)

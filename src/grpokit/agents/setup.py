@@ -1,0 +1,116 @@
+"""A run's agent: its tools, environment, tool-call parser and chat-template chunker, built once from `agent.*`, and
+what it changes in the run: the prompts (the tools shown to the model) and the engine (episodes instead of single
+responses). Multi-turn is on when `agent.tools` or `agent.environment` is set, or the built-in task brings tools
+(`add2-tool`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..data.chat import conversation, render_prompt
+from ..data.example import Example
+from ..data.registry import TASKS
+from ..rewards.limits import SandboxLimits
+from ..rewards.registry import load_callable
+from .calls import ParsedTurn, call_parser
+from .engine import EpisodeEngine
+from .environment import Environment, ToolEnvironment, environment_tools, wrap_environment
+from .execution import ToolExecutor
+from .template import MessageChunker, renders_tools, tool_instructions
+from .tools import Tool, load_tools
+
+
+def task_tools(task: str) -> list[str]:
+    """The tools a built-in task brings (none for other tasks and data files)."""
+    return list(getattr(TASKS.get(task), "tools", ()) or ()) if task in TASKS else []
+
+
+def multi_turn(cfg: Any) -> bool:
+    """Whether the run samples episodes (module docstring)."""
+    return bool(cfg.agent.tools or cfg.agent.environment or task_tools(cfg.data.task))
+
+
+@dataclass
+class Agent:
+    """What a multi-turn run samples with (module docstring)."""
+
+    cfg: Any  # the agent section
+    tools: list[Tool]
+    schemas: list[dict[str, Any]]  # every tool the model is shown (plain tools and the environment's)
+    parse: Callable[[str], ParsedTurn]
+    executor: ToolExecutor | None
+    factory: Callable[[], Any] | None
+    tokenizer: Any
+    context: int
+
+    def make_env(self) -> Environment:
+        if self.factory is not None:
+            return wrap_environment(self.factory(), self.parse, self.cfg.tool_result_max_chars, self.executor)
+        assert self.executor is not None
+        return ToolEnvironment(self.parse, self.executor)
+
+    def data_config(self, data_cfg: Any) -> Any:
+        """`data.*` with the tools shown to the model: through the chat template when it renders tools (TRL's
+        way), else in the system prompt with the `<tool_call>` format."""
+        if not self.schemas:
+            return data_cfg
+        if renders_tools(self.tokenizer):
+            kwargs = {**dict(data_cfg.chat_template_kwargs or {}), "tools": self.schemas}
+            return dataclasses.replace(data_cfg, chat_template_kwargs=kwargs)
+        system = "\n\n".join(s for s in (tool_instructions(self.schemas), data_cfg.system_prompt) if s)
+        return dataclasses.replace(data_cfg, system_prompt=system)
+
+    def wrap(self, engine: Any, data: Any, data_cfg: Any) -> EpisodeEngine:
+        """`engine` running episodes over the run's examples (train and held-out)."""
+        examples = {tuple(ids): ex for ids, ex in zip(data.train_tokens, data.train)}
+        examples.update({tuple(ids): ex for ids, ex in zip(data.held_out_tokens, data.held_out)})
+        shown = self.data_config(data_cfg)
+        kwargs = dict(shown.chat_template_kwargs or {})
+
+        def reprompt(ex: Example, extra: str) -> list[int]:  # TRL: reset()'s text joins the last user message
+            messages = conversation(ex, shown.system_prompt)
+            last = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+            messages[last] = {**messages[last], "content": f"{messages[last]['content']}{extra}"}
+            text = render_prompt(self.tokenizer, dataclasses.replace(ex, messages=messages), None, kwargs)
+            return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+        limit = self.cfg.max_episode_tokens or self.context
+        return EpisodeEngine(
+            engine,
+            self.make_env,
+            MessageChunker(self.tokenizer, kwargs),
+            examples,
+            max_turns=self.cfg.max_turns,
+            max_episode_tokens=limit,
+            reprompt=reprompt,
+        )
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.executor.close()
+
+
+def build_agent(cfg: Any, tokenizer: Any, sandbox: SandboxLimits | None, context: int | None) -> Agent | None:
+    """The run's agent, or None for single-turn runs."""
+    if not multi_turn(cfg):
+        return None
+    a = cfg.agent
+    parse = call_parser(a.tool_format, tokenizer)
+    tools = load_tools(list(a.tools) or task_tools(cfg.data.task))
+    factory, env_tools = None, []
+    if a.environment:
+        factory = load_callable(a.environment, what="agent.environment")
+        probe = factory()  # TRL also probes one instance for its tool methods
+        if hasattr(probe, "step") and tools:
+            raise ValueError(
+                f"agent.tools={list(a.tools)!r} with agent.environment={a.environment!r}, whose step() reads each "
+                "turn itself: the tools would never run; drop agent.tools, or expose them as the environment's "
+                "public methods (TRL's environment_factory convention)"
+            )
+        env_tools = environment_tools(probe)
+    executor = ToolExecutor(tools, timeout_s=a.tool_timeout_s, sandbox=sandbox, max_chars=a.tool_result_max_chars)
+    schemas = [t.schema for t in [*tools, *env_tools]]
+    return Agent(a, tools, schemas, parse, executor if tools else None, factory, tokenizer, context or 2048)
