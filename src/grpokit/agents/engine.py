@@ -9,7 +9,8 @@ The returned `RolloutOutput` is what the trainer gets from a single-turn engine,
 episodes unchanged: `completion_ids` holds every token after the prompt, `completion_mask` only the policy's (the loss
 and every token statistic see policy tokens only), `sampler_logp` the sampler's log-probs of those, `texts` each
 episode's final policy message (what the reward functions score), and `episodes` the records of the turns.
-An engine continues a history by prefilling it (vLLM reuses the cached prefix with prefix caching on).
+Later turns prefill only what follows the prompt: the `hf` engine keeps each distinct prompt's cache for its episodes
+(`continue_rows`); another engine prefills the whole history (vLLM reuses the cached prefix with prefix caching).
 """
 
 from __future__ import annotations
@@ -82,8 +83,17 @@ class EpisodeEngine:
             self.take(eps, self.inner.generate([e.prompt for e in eps], dataclasses.replace(params, n=1)))
         one = dataclasses.replace(params, n=1, min_new_tokens=0)
         while live := [e for e in eps if not e.done and self.respond(e, params.max_new_tokens)]:
-            self.take(live, self.inner.generate([e.prompt + e.ids for e in live], one))
+            self.take(live, self.continue_episodes(live, one))
         return self.output(eps, t0)
+
+    def continue_episodes(self, live: list[Episode], params: SamplingParams) -> RolloutOutput:
+        """The next turn of each live episode: with the prompt's cache shared by its episodes where the engine can
+        (`hf`: `continue_rows`), else each whole history prefilled again (vLLM's prefix cache reuses it)."""
+        if not hasattr(self.inner, "continue_rows"):
+            return self.inner.generate([e.prompt + e.ids for e in live], params)
+        distinct: dict[tuple[int, ...], int] = {}
+        index = [distinct.setdefault(tuple(e.prompt), len(distinct)) for e in live]
+        return self.inner.continue_rows([list(p) for p in distinct], index, [e.ids for e in live], params)
 
     def take(self, eps: list[Episode], out: RolloutOutput) -> None:
         """Append each episode's sampled turn (row i of `out`); a turn cut before its EOS ends the episode."""

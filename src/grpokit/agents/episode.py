@@ -50,7 +50,7 @@ class Episode:
         self.mask += [1] * len(ids)
         self.logp += logp
         self.final_text = text
-        self.turns.append({"role": "assistant", "content": text, "calls": [], "parse_error": None})
+        self.turns.append({"role": "assistant", "content": text, "tokens": len(ids), "calls": [], "parse_error": None})
 
     def add_observation(self, obs: Observation) -> None:
         """Count what the last turn asked of the tools and what they answered; add the environment's reward."""

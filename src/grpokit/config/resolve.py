@@ -106,13 +106,6 @@ def value_checks(cfg: Config) -> list[tuple[str, bool, str]]:
         ("agent.tool_timeout_s", cfg.agent.tool_timeout_s > 0, "use a positive number of seconds"),
         ("agent.tool_result_max_chars", cfg.agent.tool_result_max_chars >= 1, "use 1 or more"),
         (
-            "algo.soft_overlong",
-            not (cfg.algo.soft_overlong and (cfg.agent.tools or cfg.agent.environment)),
-            "the soft overlong punishment counts one response's length against rollout.max_new_tokens; an episode "
-            "has several turns: set algo.soft_overlong=false (episodes cut by a limit are flagged truncated, see "
-            "algo.truncated_reward)",
-        ),
-        (
             "algo.overlong_cache",
             not cfg.algo.soft_overlong or 0 < cfg.algo.overlong_cache <= max_new,
             f"use a value in (0, rollout.max_new_tokens={max_new}]",

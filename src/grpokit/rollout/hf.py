@@ -78,16 +78,70 @@ class SharedPrefixSampler(SharedModelEngine):
         decoder, head = decoder_and_head(self.model)
         ids, mask = left_pad(prompts, self.pad_id)
         ids, mask = ids.to(device), mask.to(device)
-        n_total = len(prompts) * params.n
-        out_ids = torch.full((n_total, params.max_new_tokens), self.pad_id, dtype=torch.long)
-        out_lp = torch.zeros((n_total, params.max_new_tokens), dtype=torch.float32)
-        eos = torch.tensor(self.eos_ids, device=device)
         with self.autocast():
             cache, h_last = prefill(decoder, ids, mask)
             cache.batch_repeat_interleave(params.n)
             logits = head(h_last).repeat_interleave(params.n, 0)
         attn = mask.repeat_interleave(params.n, 0)
-        pos = positions(attn)[:, -1:]
+        return self._decode(cache, logits, attn, positions(attn)[:, -1:], params)
+
+    @torch.no_grad()
+    def continue_rows(
+        self, prompts: list[list[int]], index: list[int], tails: list[list[int]], params: SamplingParams
+    ) -> RolloutOutput:
+        """One sample (params.n is ignored) continuing each row r = prompts[index[r]] + tails[r]: each distinct
+        prompt is prefilled once and its cache shared by its rows, then only the tails are prefilled (multi-turn
+        episodes, grpokit/agents/engine.py: the prompt's cache carried across turns). The tails are right-aligned
+        after the prompt, the gap masked, positions continuing each row's own prompt; the sampled distribution is
+        that of the whole row prefilled at once. Returns the sampled continuations as `generate` does."""
+        t0 = time.perf_counter()
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            device = next(self.model.parameters()).device
+            decoder, head = decoder_and_head(self.model)
+            ids, mask = left_pad(prompts, self.pad_id)
+            rows = torch.tensor(index, dtype=torch.long)
+            width = max(len(t) for t in tails)
+            tail_ids = torch.full((len(tails), width), self.pad_id, dtype=torch.long)
+            tail_mask = torch.zeros((len(tails), width), dtype=torch.long)
+            for r, t in enumerate(tails):
+                tail_ids[r, width - len(t) :] = torch.tensor(t, dtype=torch.long)
+                tail_mask[r, width - len(t) :] = 1
+            attn = torch.cat([mask[rows], tail_mask], 1).to(device)
+            with self.autocast():
+                cache, _ = prefill(decoder, ids.to(device), mask.to(device))
+                cache.batch_select_indices(rows.to(device))
+                h = decoder(
+                    input_ids=tail_ids.to(device),
+                    attention_mask=attn,
+                    position_ids=positions(attn)[:, -width:],
+                    past_key_values=cache,
+                    use_cache=True,
+                ).last_hidden_state[:, -1]
+                logits = head(h)
+            comp, samp = self._decode(cache, logits, attn, positions(attn)[:, -1:], params)
+        finally:
+            self.model.train(was_training)
+        full = [prompts[i] + t for i, t in zip(index, tails)]
+        return self.output(full, torch.arange(len(tails)), comp, samp, t0)
+
+    def _decode(
+        self,
+        cache: object,
+        logits: torch.Tensor,
+        attn: torch.Tensor,
+        pos: torch.Tensor,
+        params: SamplingParams,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The decode loop from a prefilled `cache` whose last position gave `logits` [N, V]; `attn` [N, L] is the
+        attention mask so far and `pos` [N, 1] the last position id of each row."""
+        device = logits.device
+        decoder, head = decoder_and_head(self.model)
+        n_total = logits.shape[0]
+        out_ids = torch.full((n_total, params.max_new_tokens), self.pad_id, dtype=torch.long)
+        out_lp = torch.zeros((n_total, params.max_new_tokens), dtype=torch.float32)
+        eos = torch.tensor(self.eos_ids, device=device)
         rows = torch.arange(n_total, device=device)  # which output row each active batch row writes to
         # rows that have emitted an EOS; they stay in the batch (writing nothing) until compaction drops them
         finished = torch.zeros(n_total, dtype=torch.bool, device=device)

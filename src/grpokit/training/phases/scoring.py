@@ -56,7 +56,7 @@ def score_rollout(
     timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t0
     rewards = torch.tensor(res.rewards, dtype=torch.float32) + environment_rewards(out)
     accuracy = torch.tensor(res.accuracy, dtype=torch.float32).nan_to_num(0.0)
-    shaped = shape_rewards(algo, max_new_tokens, rewards, out.lengths, out.truncated)
+    shaped = shape_rewards(algo, max_new_tokens, rewards, turn_lengths(out), out.truncated)
     b = from_rollout(out, shaped, accuracy, group_start, idx, pad_id)
     b.scores = rewards
     return b, res
@@ -67,6 +67,17 @@ def completion_id_lists(out: RolloutOutput) -> list[list[int]]:
     included, as TRL passes a tool-using completion's ids)."""
     spans = out.spans
     return [out.completion_ids[i, : int(spans[i])].tolist() for i in range(len(out.texts))]
+
+
+def turn_lengths(out: RolloutOutput) -> torch.Tensor:
+    """The length the soft overlong punishment (§5) reads: a response's tokens; an episode's longest policy turn,
+    since rollout.max_new_tokens bounds each turn (a turn near it is what the punishment discourages)."""
+    if out.episodes is None:
+        return out.lengths
+    longest = [
+        max((t.get("tokens", 0) for t in e["turns"] if t["role"] == "assistant"), default=0) for e in out.episodes
+    ]
+    return torch.tensor(longest, dtype=torch.long)
 
 
 def environment_rewards(out: RolloutOutput) -> torch.Tensor:
