@@ -65,6 +65,10 @@ def test_registry_holds_one_documented_detector_per_failure_mode() -> None:
         "short_batch",
         "divergence",
         "stale_sampler",
+        "malformed_tool_calls",
+        "tool_failures",
+        "episode_limits",
+        "env_token_share",
     }
     for name, cls in DETECTORS.items():
         assert cls.name == name and cls.__doc__ and cls.requires
@@ -591,6 +595,19 @@ STORM = {
     "reward/mean": NAN,
     "sampling/short_batch": 1.0,
     "rollout/staleness": 1.0,
+    # multi-turn: calls that do not parse, tools that fail, episodes cut, a context full of tool output
+    "episode/n": 16.0,
+    "episode/call_attempts": 20.0,
+    "episode/parse_fail_rate": 0.9,
+    "episode/tool_calls": 10.0,
+    "episode/tool_calls_mean": 0.6,
+    "episode/tool_error_rate": 0.9,
+    "episode/tool_timeout_rate": 0.1,
+    "episode/turn_limit_frac": 0.5,
+    "episode/context_limit_frac": 0.5,
+    "episode/length_limit_frac": 0.0,
+    "episode/env_tokens_mean": 5000.0,
+    "episode/env_token_frac": 0.95,
 }
 
 
@@ -666,6 +683,18 @@ def test_healthy_rows_raise_nothing() -> None:
                 "train/grad_norm": 1.0 + rng.random(),
                 "train/nonfinite_grad": 0.0,
                 "sampling/short_batch": 0.0,
+                "episode/n": 16.0,
+                "episode/call_attempts": 20.0 + rng.randint(0, 8),
+                "episode/parse_fail_rate": 0.1 * rng.random(),
+                "episode/tool_calls": 18.0 + rng.randint(0, 8),
+                "episode/tool_calls_mean": 1.2 + 0.3 * rng.random(),
+                "episode/tool_error_rate": 0.1 * rng.random(),
+                "episode/tool_timeout_rate": rng.choice([0.0, 0.0, 0.05]),
+                "episode/turn_limit_frac": rng.choice([0.0, 0.0625, 0.125]),
+                "episode/context_limit_frac": rng.choice([0.0, 0.0625]),
+                "episode/length_limit_frac": rng.choice([0.0, 0.0625]),
+                "episode/env_tokens_mean": 300 + 50 * rng.random(),
+                "episode/env_token_frac": 0.4 + 0.2 * rng.random(),
             }
         )
     mon = Monitor(

@@ -267,6 +267,7 @@ def test_prime_rl_run_directory_is_one_run_of_both_logs() -> None:
         mn.TRAIN_LR,
         mn.REWARD_MEAN,
         mn.LENGTH_TRUNCATION_RATE,
+        mn.EPISODE_TURNS_MEAN,  # "Turns 1.0": a single-turn environment
     }
     first, tenth = _row(log, 1), _row(log, 10)
     assert (first[mn.ENTROPY_TOKEN_MEAN], first[mn.MISMATCH_KL_K3], first[mn.TRAIN_GRAD_NORM]) == (

@@ -20,8 +20,8 @@ Robustness rules every detector follows (a property test feeds them random and d
 Modules: `base` (Alert, Detector, Windowed, the registry), `rows` (reading rows, step windows), `context`
 (which fixes can act), one module per failure family (`collapse`, `explosion`,
 `kl_drift`, `length`, `short_batch`, `ratios`,
-`reward`, `numerical`, `saturation`, `staleness`; importing them registers their detectors, in this order) and `runner`
-(`Monitor`, `rank`).
+`reward`, `numerical`, `saturation`, `staleness`, `episodes`; importing them registers their detectors, in this
+order) and `runner` (`Monitor`, `rank`).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ from .reward import NoisyReward
 from .numerical import Numerical
 from .saturation import Saturation
 from .staleness import StaleSampler
+from .episodes import EnvTokenShare, EpisodeLimits, MalformedToolCalls, ToolFailures
 # isort: on
 
 __all__ = [
@@ -61,8 +62,11 @@ __all__ = [
     "Detector",
     "EntropyCollapse",
     "EntropyExplosion",
+    "EnvTokenShare",
+    "EpisodeLimits",
     "KLDrift",
     "LengthBias",
+    "MalformedToolCalls",
     "Monitor",
     "NoisyReward",
     "Numerical",
@@ -71,6 +75,7 @@ __all__ = [
     "ShortBatch",
     "StaleSampler",
     "StepWindow",
+    "ToolFailures",
     "Truncation",
     "Windowed",
     "accuracy_now",

@@ -9,6 +9,7 @@ from typing import Any
 from ... import metric_names as mn
 from ...run.directory import run_end
 from ..detectors import SEVERITY_RANK, Monitor, rank
+from ..episodes import run_episode_examples
 from ..readers import RunLog, read_runs
 from . import facts
 from .knobs import equivalents
@@ -52,6 +53,18 @@ def _outcome(log: RunLog) -> dict[str, Any] | None:
     return run_end(log.path if log.path.is_dir() else log.path.parent)
 
 
+def _episode_context(log: RunLog) -> dict[str, Any]:
+    """`episode_examples` for the detectors' evidence: excerpts of failing episodes from a grpokit run's
+    completions.jsonl (agent mode); empty for other logs, runs without episodes and an unreadable file."""
+    if log.source != "grpokit":
+        return {}
+    try:
+        examples = run_episode_examples(log.path if log.path.is_dir() else log.path.parent)
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return {"episode_examples": examples} if examples else {}
+
+
 def _replay(mon: Monitor, rows: list[dict[str, Any]], log: RunLog, diag: dict[str, Any]) -> set[str]:
     """Feed every row to the detectors; fill the diagnosis' alerts (with the trainer's own knobs), active modes and
     unmeasurable detectors. Returns the names of the detectors that fired."""
@@ -76,7 +89,7 @@ def diagnose_log(log: RunLog, thresholds: dict[str, dict[str, Any]] | None = Non
         mon_cfg = log.config.get("monitor") if isinstance(log.config.get("monitor"), dict) else {}
         thresholds = mon_cfg.get("thresholds") or None
     ctx = dict(log.context)
-    mon = Monitor(ctx, thresholds)
+    mon = Monitor({**ctx, **_episode_context(log)}, thresholds)
     rows = [p for r in log.rows if facts.is_training_row(p := facts.present(r))]
     diag = _new_diagnosis(log, rows, ctx)
     findings: list[dict[str, Any]] = diag["findings"]

@@ -22,6 +22,8 @@ TRAINER_KNOBS: dict[str, dict[str, str]] = {
         "algo.is_correction": "vllm_importance_sampling_correction=True",
         "train.lr": "learning_rate",
         "rollout.max_new_tokens": "max_completion_length",
+        # the cap on tool-calling rounds (`_tool_call_loop`), TRL's turn limit
+        "agent.max_turns": "max_tool_calling_iterations",
     },
     "verl": {
         "algo.eps_high": "actor_rollout_ref.actor.clip_ratio_high",
@@ -34,6 +36,8 @@ TRAINER_KNOBS: dict[str, dict[str, str]] = {
         "algo.loss_agg": "actor_rollout_ref.actor.loss_agg_mode",
         "train.lr": "actor_rollout_ref.actor.optim.lr",
         "rollout.max_new_tokens": "data.max_response_length",
+        # the agent loop's turn caps (`tool_agent_loop.py`); a turn limit counts the policy's turns
+        "agent.max_turns": "actor_rollout_ref.rollout.multi_turn.max_assistant_turns",
     },
     # OpenRLHF's `train_ppo_ray` arguments, checked against its CLI at commit 3c3be62 (2026-08); they were renamed
     # into groups on 2026-04-19 (commit ed62d0e), and the older flat names are given too
@@ -52,7 +56,7 @@ TRAINER_KNOBS: dict[str, dict[str, str]] = {
         "rollout.max_new_tokens": "--rollout.max_new_tokens (before 2026-04: --generate_max_len)",
     },
 }
-_KEY = re.compile(r"\b(?:algo|train|rollout)\.[a-z_]+")
+_KEY = re.compile(r"\b(?:algo|train|rollout|agent)\.[a-z_]+")
 
 
 #: Knobs a trainer refuses in some configurations, and what to name instead: TRL's `sync_ref_model` raises for a

@@ -35,6 +35,20 @@ def _header(diag: dict[str, Any]) -> list[str]:
     return out
 
 
+SAMPLES = "sample_episodes"  # evidence key of episode excerpts (multi-line text, shown below the evidence)
+
+
+def _sample_lines(samples: Any) -> list[str]:
+    """Each sample episode excerpt under its own heading, its lines indented."""
+    if not isinstance(samples, list):
+        return []
+    out = []
+    for i, text in enumerate(samples, 1):
+        out.append(f"   sample episode {i}:")
+        out.extend(f"     | {line}" for line in str(text).splitlines())
+    return out
+
+
 def _alert_lines(i: int, a: dict[str, Any], active: list[str]) -> list[str]:
     """One alert: onset, what, evidence, its current value, escalations, explanation, the fix (and the same knob
     in the trainer that wrote the log)."""
@@ -46,7 +60,8 @@ def _alert_lines(i: int, a: dict[str, Any], active: list[str]) -> list[str]:
         state = ""
     head = f"{i}. {a['severity'].upper()} {a['mode']}{state}: since step {a['step']}"
     out = [f"{head} (confirmed at step {a['fired_at']})", f"   what: {a['message']}"]
-    out.append("   evidence: " + ", ".join(f"{k}={_fmt(v)}" for k, v in a["evidence"].items()))
+    out.append("   evidence: " + ", ".join(f"{k}={_fmt(v)}" for k, v in a["evidence"].items() if k != SAMPLES))
+    out.extend(_sample_lines(a["evidence"].get(SAMPLES)))
     cur = a.get("current")
     if cur and cur.get("step") != a["fired_at"]:
         out.append(f"   now (step {cur['step']}): {cur['message']}")

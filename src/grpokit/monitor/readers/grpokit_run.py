@@ -45,9 +45,22 @@ def grpokit_context(cfg: dict[str, Any]) -> dict[str, Any]:
         "soft_overlong": a.get("soft_overlong"),
         "max_gen_rounds": a.get("max_gen_rounds"),
         "temperature": r.get("temperature"),
+        "max_new_tokens": r.get("max_new_tokens"),
+        "truncated_reward": a.get("truncated_reward"),
         "recipe": cfg.get("recipe"),
+        **agent_context(cfg),
     }
     return {k: v for k, v in ctx.items() if v is not None}
+
+
+#: `agent.*` settings the multi-turn detectors name in their fixes (`detectors/episodes.py`)
+AGENT_KEYS = ("max_turns", "max_episode_tokens", "tool_timeout_s", "tool_result_max_chars", "tool_format")
+
+
+def agent_context(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The `agent.*` settings of a grpokit config (none when the run has no agent section)."""
+    ag = cfg.get("agent") if isinstance(cfg.get("agent"), dict) else {}
+    return {k: ag[k] for k in AGENT_KEYS if ag.get(k) is not None}
 
 
 class GrpokitReader(Reader):

@@ -57,6 +57,9 @@ CANONICAL: frozenset[str] = frozenset(
         mn.EVAL_ACCURACY,
         mn.TRAIN_SKIPPED_UPDATE,
         mn.SAMPLING_ROUNDS,
+        mn.EPISODE_TURNS_MEAN,
+        mn.EPISODE_TOOL_CALLS_MEAN,
+        mn.EPISODE_TOOL_ERROR_RATE,
     }
 )
 
@@ -107,6 +110,14 @@ TRL_NAMES: dict[str, tuple[str, ...]] = {
     "sampling/sampling_logp_difference/max": (mn.MISMATCH_ABS_DIFF_MAX,),
     # wall time of one optimizer step (generation included), seconds
     "step_time": (mn.TIME_STEP,),
+    # with `tools=` (multi-turn tool calling; `_tool_call_loop` and the metrics block after it in
+    # `trl/trainer/grpo_trainer.py`, checked at f2cd577, 2026-07): `tools/call_frequency` = tool calls executed /
+    # completions of the step (only parsed calls reach the loop), i.e. grpokit's tool calls per episode;
+    # `tools/failure_frequency` = calls that raised, named no known tool or had an unsupported type / calls executed
+    # (0 when none ran), grpokit's tool error rate (TRL has no tool timeout; a call that fails to parse is never
+    # counted, as in grpokit's). TRL logs no parse failures, no limits and no call count.
+    "tools/call_frequency": (mn.EPISODE_TOOL_CALLS_MEAN,),
+    "tools/failure_frequency": (mn.EPISODE_TOOL_ERROR_RATE,),
     # evaluation entries (`eval_` prefix in log_history)
     "eval_rewards/accuracy_reward/mean": (mn.EVAL_ACCURACY,),
     # TRL < 0.17 names
@@ -179,6 +190,9 @@ VERL_NAMES: dict[str, tuple[str, ...]] = {
     "mismatch/kl": (mn.MISMATCH_KL_K1,),  # verl's earlier `mismatch/` prefix for the same metrics
     "mismatch/k3_kl": (mn.MISMATCH_KL_K3,),
 }
+# Left out, multi-turn (`verl/trainer/ppo/metric_utils.py`, `verl/experimental/agent_loop/tool_agent_loop.py` at
+# b178a3c, 2026-01): `num_turns/{mean,max,min}` counts user (tool/interaction) turns + assistant turns + 1, not the
+# policy's turns; `tool_call_counts/*` is a field only custom agent loops set, its meaning theirs.
 
 #: OpenRLHF PPO/GRPO trainer metrics (checked against OpenRLHF's `ppo_trainer.py`, `ray/ppo_actor.py`,
 #: `ppo_utils/experience_maker.py`, `utils/logging_utils.py` at commit 3c3be62, 2026-08). Its W&B and TensorBoard

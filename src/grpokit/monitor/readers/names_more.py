@@ -54,6 +54,11 @@ SKYRL_NAMES: dict[str, tuple[str, ...]] = {
 }
 # Left out: the fork's "[Eval Step N] Eval rewards - Avg: x, Success: y" (N counts samples, not steps, and each
 # evaluation averages several validation sets) and upstream's `avg_final_rewards` (rewards after shaping).
+# Multi-turn: skyrl-train's generator logs no turn or tool metric of its own (environments add theirs, named as they
+# like); skyrl-agent's `rollout_metrics/context_exceed_ratio` and `rollout_metrics/iter_cap_ratio` (episodes ended by
+# the context window and by the iteration cap, `skyrl-agent/skyrl_agent/agents/base.py` at a956457) would be
+# grpokit's context- and turn-limit fractions, but skyrl-agent prints them with `print`, not in the trainer's
+# loguru lines this console reader reads: left out until a log carrying them is read.
 
 #: NeMo-RL (NVIDIA-NeMo/RL@7ea279a) tracker keys, logged as `train/<key>` (`nemo_rl/algorithms/grpo.py:3762`); the
 #: console prints a few of them under labels (`NEMO_RL_CONSOLE`). NeMo-RL sums the loss function's metrics over
@@ -126,8 +131,13 @@ PRIME_RL_NAMES: dict[str, tuple[str, ...]] = {
     "Reward": (mn.REWARD_MEAN,),
     # orchestrator: share of shipped traces cut by the generation limit
     "Truncation": (mn.LENGTH_TRUNCATION_RATE,),
+    # orchestrator `Turns` (`orchestrator.py` step line, `metrics.py` `EpisodeMetrics.num_turns`, at 559b447,
+    # 2026-08): each episode's model turns (the trace's `num_turns`, summed over its traces: one for a
+    # single-agent environment), averaged over the step's episodes: grpokit's policy turns per episode
+    "Turns": (mn.EPISODE_TURNS_MEAN,),
 }
-# Left out: the trainer's `Loss` (`loss/mean`, the mean of the micro-batch losses, each already divided by the
+# Left out: the orchestrator's `Error` (episodes with any error: model, environment or tool, not a tool call rate)
+# and `Branches`; the trainer's `Loss` (`loss/mean`, the mean of the micro-batch losses, each already divided by the
 # global token count: the step's loss over the number of micro-batches, not the loss), `Throughput` (training
 # tokens/s only, generation runs elsewhere), `Seq. Length` (prompt included) and the step time (rounded).
 
