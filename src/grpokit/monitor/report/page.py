@@ -14,9 +14,11 @@ from typing import Any
 
 from ...run.outcome import outcome_line
 from ..doctor import diagnose, verdict_line
+from ..episodes import episode_of
 from ..outputs import prepare_output
 from ..rundata import RunData, finite, load_run
 from .charts import Chart, alert_markers, chart_names, draw_all
+from .episodes import EPISODE_STYLE, episode_html
 from .html import esc, inline_png, key_value_table, page, table
 from .panels import PANELS, add_derived
 from .summary import summary_fields
@@ -56,15 +58,25 @@ def _diagnosis_html(diag: dict[str, Any]) -> list[str]:
         explained = ""
         if a.get("explained_by"):
             explained = f"<br>explained by: {esc(a['explained_by'])} (logged as {esc(a.get('severity_logged'))})"
+        evidence = {k: v for k, v in a["evidence"].items() if k != "sample_episodes"}
         parts.append(
             f"<p class='{a['severity']}'><b>A{i} {a['severity'].upper()} {esc(a['mode'])}</b> since step "
-            f"{a['step']}: {esc(a['message'])}<br>evidence: {esc(json.dumps(a['evidence']))}{now}{explained}"
+            f"{a['step']}: {esc(a['message'])}<br>evidence: {esc(json.dumps(evidence))}{now}{explained}"
             f"<br>change: {esc(a['fix'])}</p>"
         )
+        parts.extend(_samples_html(a["evidence"].get("sample_episodes")))
     if diag["not_measurable"]:
         items = "".join(f"<li>{esc(k)}: needs {esc(', '.join(v))}</li>" for k, v in diag["not_measurable"].items())
         parts.append(f"<p>Not measurable from this log:</p><ul>{items}</ul>")
     return parts
+
+
+def _samples_html(samples: Any) -> list[str]:
+    """An alert's sample episode excerpts (evidence `sample_episodes`), each in its own pre-formatted box."""
+    if not isinstance(samples, list) or not samples:
+        return []
+    boxes = "".join(f"<div class='completion'>{esc(s)}</div>" for s in samples)
+    return [f"<div class='note'>sample episodes:</div>{boxes}"]
 
 
 def _chart_html(chart: Chart) -> str:
@@ -103,7 +115,9 @@ def _completions_html(run: RunData) -> list[str]:
                 esc(c["step"]),
                 f"<div class='completion'>{esc(c.get('prompt', '(not recorded by this run)'))}</div>",
                 esc(c.get("answer", "?")),
-                f"<div class='completion'>{esc(c['text'])}</div>",
+                episode_html(ep)
+                if (ep := episode_of(c)) is not None
+                else f"<div class='completion'>{esc(c['text'])}</div>",
                 f"{verdict}<br>reward {'?' if reward is None else format(reward, '.3g')}",
                 esc(length),
             ]
@@ -111,7 +125,8 @@ def _completions_html(run: RunData) -> list[str]:
     headers = ["step", "prompt", "answer", "completion", "verdict", "tokens"]
     skipped = run.skipped_completions
     note = f"<p class='note'>{skipped} logged completion row(s) without a text or a step were left out.</p>"
-    return ["<h2>Sample completions</h2>", *([note] if skipped else []), table(headers, rows, raw=True)]
+    style = [EPISODE_STYLE] if any(episode_of(c) is not None for c in picked) else []
+    return ["<h2>Sample completions</h2>", *style, *([note] if skipped else []), table(headers, rows, raw=True)]
 
 
 def make_report(path: str | Path, out: str | Path | None = None, run: str | None = None) -> Path:
