@@ -97,7 +97,9 @@ def test_calls_run_sandboxed_with_timeouts_and_every_outcome_is_text_for_the_mod
         ok = ex.run(ToolCall("calculator", {"expression": "21 + 47"}))
         assert (ok.status, ok.text) == ("ok", "68")
         cut = ex.run(ToolCall("weather", {"city": "L" * 400, "days": 3}))
-        assert cut.status == "ok" and cut.text == "L" * 300 + "... [120 more characters]"  # 400 + len(": sunny for 3 day(s)")
+        assert (
+            cut.status == "ok" and cut.text == "L" * 300 + "... [120 more characters]"
+        )  # 400 + len(": sunny for 3 day(s)")
         bad = ex.run(ToolCall("calculator", {"expr": "1"}))
         assert bad.status == "error" and "unexpected keyword argument 'expr'" in bad.text
         raised = ex.run(ToolCall("calculator", {"expression": "1 / 0"}))

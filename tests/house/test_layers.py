@@ -20,6 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("grpokit.parallel", "grpokit.monitor.doctor"),
     ("grpokit.config",),
     ("grpokit.rollout", "grpokit.monitor"),
+    ("grpokit.agents",),
     ("grpokit.training",),
     ("grpokit.preflight", "grpokit.audit", "grpokit.integrations"),
     ("grpokit.cli",),

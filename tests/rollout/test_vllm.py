@@ -111,6 +111,33 @@ def test_sampler_logprobs_are_the_learners(engine: VLLMEngine) -> None:
     assert float(diff.max()) < 2e-3 and float(diff.mean()) < 2e-4, (float(diff.max()), float(diff.mean()))
 
 
+def test_episodes_on_vllm_train_on_exactly_the_sampled_ids(engine: VLLMEngine) -> None:
+    """Multi-turn episodes with vLLM sampling each turn from the whole history (its prefix cache reuses the prompt):
+    the learner, with the environment's tokens in context, gives vLLM's log-probs on every policy token."""
+    from toy_envs import Echo
+
+    from grpokit.agents.calls import parse_hermes
+    from grpokit.agents.engine import EpisodeEngine
+    from grpokit.agents.environment import wrap_environment
+    from grpokit.agents.template import MessageChunker
+
+    engine.sync_weights(engine.model)
+    episodes = EpisodeEngine(
+        engine,
+        lambda: wrap_environment(Echo(), parse_hermes, 1000),
+        MessageChunker(engine.tok),
+        {},
+        max_turns=3,
+        max_episode_tokens=512,
+    )
+    out = episodes.generate(_prompts(engine.tok), SamplingParams(n=3, max_new_tokens=16, temperature=0.7))
+    assert max(sum(t["role"] == "assistant" for t in e["turns"]) for e in out.episodes) >= 2
+    lp = _learner_logp(engine.model, out)
+    m = out.completion_mask.bool()
+    diff = (lp - out.sampler_logp)[m].abs()
+    assert float(diff.max()) < 2e-3 and float(diff.mean()) < 2e-4, (float(diff.max()), float(diff.mean()))
+
+
 def test_weights_pushed_after_an_update_give_the_learners_logprobs(engine: VLLMEngine, tmp_path: Path) -> None:
     """A real optimizer step through the trainer with engine=vllm, then vLLM scores a fixed completion."""
     cfg = build_config(

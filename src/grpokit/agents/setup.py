@@ -46,6 +46,11 @@ class Agent:
     tokenizer: Any
     context: int
 
+    @property
+    def episode_tokens(self) -> int:
+        """The most tokens an episode may hold, prompt included (agent.max_episode_tokens, else the context)."""
+        return int(self.cfg.max_episode_tokens or self.context)
+
     def make_env(self) -> Environment:
         if self.factory is not None:
             return wrap_environment(self.factory(), self.parse, self.cfg.tool_result_max_chars, self.executor)
@@ -77,14 +82,13 @@ class Agent:
             text = render_prompt(self.tokenizer, dataclasses.replace(ex, messages=messages), None, kwargs)
             return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-        limit = self.cfg.max_episode_tokens or self.context
         return EpisodeEngine(
             engine,
             self.make_env,
             MessageChunker(self.tokenizer, kwargs),
             examples,
             max_turns=self.cfg.max_turns,
-            max_episode_tokens=limit,
+            max_episode_tokens=self.episode_tokens,
             reprompt=reprompt,
         )
 

@@ -197,10 +197,14 @@ class VLLMEngine:
 
     @classmethod
     def from_session(cls, session: Any) -> VLLMEngine:
-        """Started once per run from the session's model; the context fits the longest prompt + max new tokens."""
+        """Started once per run from the session's model; the context fits the longest prompt + max new tokens (a
+        multi-turn run's: agent.max_episode_tokens, by default the model's context)."""
         r = session.cfg.rollout
         longest = max((len(p) for p in [*session.data.train_tokens, *session.data.held_out_tokens]), default=0)
         max_len = r.vllm_max_model_len or -(-(longest + r.max_new_tokens + 16) // 256) * 256
+        agent = getattr(session, "agent", None)
+        if agent is not None and not r.vllm_max_model_len:  # multi-turn: the whole episode is one sequence
+            max_len = -(-agent.episode_tokens // 256) * 256
         return cls(
             session.model,
             session.tokenizer,
