@@ -5,7 +5,8 @@ keeps prompts [r*k/W, (r+1)*k/W) (whole groups; with `uneven`, rank 0 keeps all 
 run different numbers of micro-batches) and runs grpokit's advantage and update phases on them; the
 updated parameters (of the policy: under FSDP2 the replica the sharded learner refreshes) are saved to
 OUT/params_{sharding}_rank{r}_of{W}.pt. `tests/parallel/test_distributed.py` compares them with a
-1-process run on the whole batch."""
+1-process run on the whole batch. With `episodes` the batch is multi-turn episodes (`toy_envs:Echo`, every third token
+id ending a turn, as in tests/agents/test_agent_training.py)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,14 @@ from pathlib import Path
 import torch
 
 from grpokit.config import build_config
+from grpokit.rollout import build_engine
 from grpokit.training.phases.rollout import PromptStream
+from grpokit.training.session import episodes_of
 from grpokit.training.trainer import Trainer
 
 
-def main(out: str, recipe: str, prompts: int, sharding: str = "ddp", split: str = "even") -> None:
+def main(out: str, recipe: str, prompts: int, sharding: str = "ddp", split: str = "even", mode: str = "") -> None:
+    episodes = ["agent.environment=toy_envs:Echo", "agent.max_turns=3"] if mode == "episodes" else []
     cfg = build_config(
         recipe,
         overrides=[
@@ -37,14 +41,21 @@ def main(out: str, recipe: str, prompts: int, sharding: str = "ddp", split: str 
             "reward.functions=[toy_rewards:vowel_frac]",
             "algo.group_filter=all",
             f"train.sharding={sharding}",
+            *episodes,
         ],
     )
     trainer = Trainer(cfg, Path(out) / f"run{trainer_rank()}")
+    if episodes:  # the tiny random model rarely samples its EOS: every third token id ends a turn
+        vocab = trainer.model.get_output_embeddings().weight.shape[0]
+        trainer.model.generation_config.eos_token_id = list(range(2, vocab, 3))
+        trainer.session.engine = episodes_of(trainer.session, build_engine(cfg.rollout.engine, trainer.session))
     info = trainer.info
     trainer.stream = PromptStream(len(trainer.train_examples), cfg.train.seed)  # the same global prompts everywhere
     torch.manual_seed(123)
     timings: dict[str, float] = {}
     b = trainer.draw(timings, prompts)
+    if episodes:
+        assert b.episodes is not None and max(e["env_tokens"] for e in b.episodes) > 0
     g = cfg.rollout.group_size
     k = prompts // info.world
     lo, hi = info.rank * k, (info.rank + 1) * k
@@ -67,7 +78,7 @@ def trainer_rank() -> int:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:6])
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:7])
     import torch.distributed as dist
 
     if dist.is_initialized():

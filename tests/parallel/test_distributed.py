@@ -34,17 +34,29 @@ def _torchrun(n: int, *args: str, timeout: int = 600) -> subprocess.CompletedPro
 
 
 @pytest.mark.parametrize(
-    ("recipe", "sharding", "split"), [("grpo", "ddp", "even"), ("dapo", "ddp", "even"), ("dapo", "fsdp2", "uneven")]
+    ("recipe", "sharding", "split", "mode"),
+    [
+        ("grpo", "ddp", "even", ""),
+        ("dapo", "ddp", "even", ""),
+        ("dapo", "fsdp2", "uneven", ""),
+        ("grpo", "ddp", "even", "episodes"),
+    ],
 )
-def test_two_processes_update_equals_one_process(recipe: str, sharding: str, split: str, tmp_path: Path) -> None:
+def test_two_processes_update_equals_one_process(
+    recipe: str, sharding: str, split: str, mode: str, tmp_path: Path
+) -> None:
     """DDP (whole policy per rank) and FSDP2 (learner sharded over the ranks, its replica refreshed after the
     step) both give the 1-process update; under FSDP2 with 3 prompts on one rank and 1 on the other, the rank with
-    fewer micro-batches pads with zero-loss repeats so the all-gathers stay in step."""
+    fewer micro-batches pads with zero-loss repeats so the all-gathers stay in step. A batch of multi-turn episodes
+    (`episodes`: the environment's tokens in context, out of the loss) too."""
     one = subprocess.run(
-        [sys.executable, str(SCRIPT), str(tmp_path), recipe, "4"], capture_output=True, text=True, env=_env()
+        [sys.executable, str(SCRIPT), str(tmp_path), recipe, "4", "ddp", "even", mode],
+        capture_output=True,
+        text=True,
+        env=_env(),
     )
     assert one.returncode == 0, one.stderr[-3000:]
-    two = _torchrun(2, str(SCRIPT), str(tmp_path), recipe, "4", sharding, split, timeout=300)
+    two = _torchrun(2, str(SCRIPT), str(tmp_path), recipe, "4", sharding, split, mode, timeout=300)
     assert two.returncode == 0, two.stderr[-3000:]
     ref = torch.load(tmp_path / "params_ddp_rank0_of1.pt")
     r0, r1 = (torch.load(tmp_path / f"params_{sharding}_rank{r}_of2.pt") for r in (0, 1))

@@ -95,6 +95,8 @@ class Agent:
     def close(self) -> None:
         if self.executor is not None:
             self.executor.close()
+        if hasattr(self.factory, "close"):
+            self.factory.close()
 
 
 def build_agent(cfg: Any, tokenizer: Any, sandbox: SandboxLimits | None, context: int | None) -> Agent | None:
@@ -104,8 +106,18 @@ def build_agent(cfg: Any, tokenizer: Any, sandbox: SandboxLimits | None, context
     a = cfg.agent
     parse = call_parser(a.tool_format, tokenizer)
     tools = load_tools(list(a.tools) or task_tools(cfg.data.task))
-    factory, env_tools = None, []
-    if a.environment:
+    factory, env_tools, env_schemas = None, [], []
+    if a.environment and a.environment.startswith("verifiers:"):
+        from .verifiers_env import verifiers_factory  # needs verifiers<0.4 (its classic MultiTurnEnv API)
+
+        if tools:
+            raise ValueError(
+                f"agent.tools={list(a.tools)!r} with agent.environment={a.environment!r}: a verifiers environment "
+                "runs its own tools; drop agent.tools"
+            )
+        factory = verifiers_factory(a.environment, parse)
+        env_schemas = factory.tool_schemas()
+    elif a.environment:
         factory = load_callable(a.environment, what="agent.environment")
         probe = factory()  # TRL also probes one instance for its tool methods
         if hasattr(probe, "step") and tools:
@@ -116,5 +128,5 @@ def build_agent(cfg: Any, tokenizer: Any, sandbox: SandboxLimits | None, context
             )
         env_tools = environment_tools(probe)
     executor = ToolExecutor(tools, timeout_s=a.tool_timeout_s, sandbox=sandbox, max_chars=a.tool_result_max_chars)
-    schemas = [t.schema for t in [*tools, *env_tools]]
+    schemas = [*(t.schema for t in [*tools, *env_tools]), *env_schemas]
     return Agent(a, tools, schemas, parse, executor if tools else None, factory, tokenizer, context or 2048)
