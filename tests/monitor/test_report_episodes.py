@@ -25,19 +25,21 @@ EPISODE = {
         {"role": "tool", "name": "calculator", "content": "391", "status": "ok"},
         {"role": "assistant", "content": "<tool_call>{broken", "calls": [], "parse_error": "invalid JSON at 1:2"},
         {"role": "tool", "name": "search", "content": "no reply within 5 s", "status": "timeout"},
+        {"role": "user", "content": "Time is up: answer now."},
     ],
 }
 
 
 def test_episode_html_has_one_box_per_turn_with_calls_results_status_and_end() -> None:
     html = episode_html(EPISODE)
-    assert html.count("<div class='turn ") == 4
+    assert html.count("<div class='turn ") == 5
+    assert "<div class='turn user'><span class='role'>user</span>\nTime is up: answer now.</div>" in html
     assert "I will use &lt;calc&gt; &amp; check." in html  # escaped
     assert "call calculator({&quot;expr&quot;: &quot;17*23&quot;})" in html
     assert "<span class='role'>tool calculator</span> [<span class='good'>ok</span>]\n391" in html
     assert "<div class='turn tool timeout'>" in html and "<span class='bad'>timeout</span>" in html
     assert "tool call did not parse: invalid JSON at 1:2" in html
-    assert "ended by <b>turn_limit</b> (4 turns, tokens: policy 120, tool 40)" in html
+    assert "ended by <b>turn_limit</b> (5 turns, tokens: policy 120, tool 40)" in html
 
 
 def _run(d: Path, completions: list[dict], rows: list[dict] | None = None) -> Path:

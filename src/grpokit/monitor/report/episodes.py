@@ -1,6 +1,7 @@
 """A logged multi-turn episode (a completions.jsonl row's `episode`, see `monitor.episodes`) as HTML: one box per turn
 (the assistant's text with its tool calls, name and arguments, and any parse error; each tool reply with its
-status), then how the episode ended and its token counts. Rows without an episode are not drawn here."""
+status; an environment's user message), then how the episode ended and its token counts. Rows without an episode
+are not drawn here."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ EPISODE_STYLE = """<style>
 .episode{max-width:520px;font-size:12px}
 .turn{border:1px solid #ddd;border-left:4px solid #999;border-radius:3px;padding:3px 6px;margin:3px 0;
  white-space:pre-wrap;font-family:ui-monospace,monospace}
-.turn.assistant{border-left-color:#1f77b4}.turn.tool{border-left-color:#2a7d2a;background:#f7fbf7}
+.turn.assistant{border-left-color:#1f77b4}.turn.user{border-left-color:#b35c00}.turn.tool{border-left-color:#2a7d2a;background:#f7fbf7}
 .turn.tool.error,.turn.tool.timeout{border-left-color:#b02a2a;background:#fdf5f5}
 .turn .role{font-weight:bold;font-family:system-ui,sans-serif}.turn .call{color:#5a3d8a}
 .ended{color:#666;font-family:system-ui,sans-serif}.ended.bad{color:#b02a2a}
@@ -37,15 +38,17 @@ def _arguments(args: Any) -> str:
         return str(args)
 
 
-def _assistant(turn: dict[str, Any]) -> str:
-    parts = [f"<span class='role'>assistant</span>\n{_text(turn.get('content'))}"]
+def _message(turn: dict[str, Any]) -> str:
+    """An assistant turn (or an environment's user message): its text, its calls, its parse error."""
+    role = "assistant" if turn.get("role") == "assistant" else "user"
+    parts = [f"<span class='role'>{_text(turn.get('role', '?'), 40)}</span>\n{_text(turn.get('content'))}"]
     calls = turn.get("calls") if isinstance(turn.get("calls"), list) else []
     for c in calls:
         name, args = (c.get("name", "?"), c.get("arguments")) if isinstance(c, dict) else (c, None)
         parts.append(f"<div class='call'>&#8594; call {_text(name, 200)}({_text(_arguments(args), 600)})</div>")
     if turn.get("parse_error"):
         parts.append(f"<div class='bad'>tool call did not parse: {_text(turn['parse_error'], 400)}</div>")
-    return "<div class='turn assistant'>" + "".join(parts) + "</div>"
+    return f"<div class='turn {role}'>" + "".join(parts) + "</div>"
 
 
 def _tool(turn: dict[str, Any]) -> str:
@@ -61,7 +64,7 @@ def _tool(turn: dict[str, Any]) -> str:
 def episode_html(episode: dict[str, Any]) -> str:
     """The episode's turns, one box each, and a last line: what ended it, its turn and token counts."""
     turns = turns_of(episode)
-    boxes = [_tool(t) if t.get("role") == "tool" else _assistant(t) for t in turns]
+    boxes = [_tool(t) if t.get("role") == "tool" else _message(t) for t in turns]
     ended = episode.get("ended_by", "?")
     tokens = [
         f"{label} {episode[key]}"
