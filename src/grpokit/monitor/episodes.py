@@ -95,7 +95,7 @@ def excerpt(episode: dict[str, Any], kind: str) -> str:
     """A short text of the part of `episode` that shows failure `kind`, with how it ended."""
     turns = turns_of(episode)
     lines = [line for t in _focus(turns, kind) for line in turn_lines(t)]
-    lines.append(f"(ended by {episode.get('ended_by', '?')} after {len(turns)} turns)")
+    lines.append(f"(ended by {episode.get('ended_by', '?')} after {len(turns)} turn{'' if len(turns) == 1 else 's'})")
     return "\n".join(lines)
 
 

@@ -71,7 +71,8 @@ def episode_html(episode: dict[str, Any]) -> str:
         for key, label in (("policy_tokens", "policy"), ("env_tokens", "tool"))
         if key in episode
     ]
-    counts = f"{len(turns)} turns" + (f", tokens: {esc(', '.join(str(t) for t in tokens))}" if tokens else "")
+    counts = f"{len(turns)} turn{'' if len(turns) == 1 else 's'}"
+    counts += f", tokens: {esc(', '.join(str(t) for t in tokens))}" if tokens else ""
     cls = "" if ended == "answer" else " bad"
     return (
         "<div class='episode'>"
