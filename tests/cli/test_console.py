@@ -265,3 +265,26 @@ def test_a_final_model_hard_linked_to_the_last_checkpoint_says_it_takes_no_new_d
     lines = out.getvalue().splitlines()
     assert lines[-2].startswith(f"saved checkpoint step 3 -> {checkpoint} (4.1 kB")
     assert lines[-1].startswith(f"saved final model -> {final} (hard links to the last checkpoint's files: no new disk")
+
+
+def test_multi_turn_health_line_shows_turns_calls_and_failed_calls() -> None:
+    from grpokit.cli.health_line import health_line
+
+    m = {
+        mn.REWARD_MEAN: 0.8,
+        mn.REWARD_ACCURACY: 0.8,
+        mn.ENTROPY_TOKEN_MEAN: 0.4,
+        mn.LENGTH_MEAN: 39.0,
+        mn.TIME_STEP: 86.0,
+        mn.EPISODE_TURNS_MEAN: 1.84,
+        mn.EPISODE_TOOL_CALLS_MEAN: 0.81,
+        mn.EPISODE_CALL_ATTEMPTS: 27.0,  # 1 malformed, 26 run of which 1 raised: 2 of 27 failed
+        mn.EPISODE_PARSE_FAIL_RATE: 1 / 27,
+        mn.EPISODE_TOOL_CALLS: 26.0,
+        mn.EPISODE_TOOL_ERROR_RATE: 1 / 26,
+        mn.EPISODE_TOOL_TIMEOUT_RATE: 0.0,
+    }
+    line = health_line(2, 16, m, eta=1389.0, alerts=1)
+    assert "turns 1.8 calls 0.81 ✗7%" in line and cell_len(line) <= 100, line
+    single = health_line(2, 16, {k: v for k, v in m.items() if not k.startswith("episode/")})
+    assert "turns" not in single

@@ -21,8 +21,8 @@ from grpokit.monitor.detectors import (
     ToolFailures,
 )
 from grpokit.monitor.doctor import diagnose, render
-from grpokit.monitor.episodes import episode_examples, excerpt, failure_kinds
 from grpokit.monitor.readers import TRL_NAMES, read_run
+from grpokit.monitor.readers.episodes import episode_examples, excerpt, failure_kinds
 from grpokit.monitor.readers.names_more import PRIME_RL_NAMES
 
 EPISODE_DETECTORS = ("malformed_tool_calls", "tool_failures", "episode_limits", "env_token_share")

@@ -97,13 +97,3 @@ class Episode:
             "env_reward": self.reward,
             "turns": self.turns,
         }
-
-
-def excerpt(record: dict[str, Any], max_chars: int = 300) -> str:
-    """A short rendering of an episode (a detector's sample evidence): each turn as `role: text` on one line."""
-    parts = []
-    for t in record.get("turns", []):
-        who = t["role"] if t["role"] != "tool" else f"tool[{t.get('name', '')}:{t.get('status', '')}]"
-        parts.append(f"{who}: {t['content']}".replace("\n", " "))
-    text = " | ".join(parts) + f" (ended by {record.get('ended_by')})"
-    return text if len(text) <= max_chars else text[: max_chars - 3] + "..."

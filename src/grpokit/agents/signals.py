@@ -6,9 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import metric_names as mn
-from .episode import excerpt
-
-FAILURE_KINDS = ("parse_failure", "tool_error", "tool_timeout", "turn_limit", "context_limit", "length_limit")
+from ..monitor.readers.episodes import episode_examples
 
 
 def ratio(num: float, den: float) -> float:
@@ -47,18 +45,6 @@ def episode_metrics(records: list[dict[str, Any]]) -> dict[str, float]:
 
 
 def failure_examples(records: list[dict[str, Any]], per_kind: int = 3) -> dict[str, list[str]]:
-    """Up to `per_kind` short renderings of episodes showing each failure kind (FAILURE_KINDS)."""
-    tests = {
-        "parse_failure": lambda r: r["parse_failures"] > 0,
-        "tool_error": lambda r: r["tool_errors"] > 0,
-        "tool_timeout": lambda r: r["tool_timeouts"] > 0,
-        "turn_limit": lambda r: r["ended_by"] == "turn_limit",
-        "context_limit": lambda r: r["ended_by"] == "context_limit",
-        "length_limit": lambda r: r["ended_by"] == "length_limit",
-    }
-    out: dict[str, list[str]] = {}
-    for kind, test in tests.items():
-        hits = [excerpt(r) for r in records if test(r)][:per_kind]
-        if hits:
-            out[kind] = hits
-    return out
+    """Up to `per_kind` short renderings of episodes showing each failure kind (the detectors' sample evidence, as
+    the doctor builds it from a run's completions.jsonl)."""
+    return episode_examples([{"episode": r} for r in records], per_kind)

@@ -31,13 +31,15 @@ each step prints one health line, at most 100 columns (docs/diagnosis.md, "The h
   clip lo/hi        % of tokens clipped below 1 - eps_low / above 1 + eps_high; only when one is above 0
                     (with one optimizer step per batch the ratio is 1 and nothing is clipped)
   len               mean response length, tokens (length/mean)
+  turns calls ✗     multi-turn runs: policy turns and tool calls per episode, and the share of tried tool
+                    calls that failed (malformed, raised or timed out) (episode/*)
   rounds            generation rounds of the step; only when dynamic sampling drew more than one
   Ns                seconds the step took (time/step)
   eta               time left: steps left x mean seconds of a step so far, evaluations and checkpoints
                     included (on a terminal it is in the progress bar, next to the elapsed time)
   ⚠n                n alerts active now; an alert is printed with its fix when it starts (again when its
                     severity or reading changes) and one line says when it clears
-a line that would pass 100 columns leaves out Ns, len, clip lo/hi, H, in that order, until it fits.
+a line that would pass 100 columns leaves out Ns, len, clip lo/hi, H, turns, in that order, until it fits.
 also printed: held-out accuracy when measured (eval before training, eval step N, eval after step N) and
 one line per checkpoint saved (path, size on disk, seconds); on a terminal, progress bars of the steps
 and of the phase running now (rollout, score, advantages, update i/n, signals, eval, checkpoint).

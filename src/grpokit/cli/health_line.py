@@ -16,7 +16,7 @@ from .. import metric_names as mn
 
 WIDTH = 100  # columns: the line never wraps in a 100-column terminal or log viewer
 SEP = "  "
-DROP_ORDER = ("time", "len", "clip", "H")  # left out in this order while a line is wider than WIDTH
+DROP_ORDER = ("time", "len", "clip", "H", "turns")  # left out in this order while a line is wider than WIDTH
 
 
 def _finite(x: Any) -> float | None:
@@ -101,6 +101,11 @@ def _fields(step: int, total: int, m: dict[str, Any], eta: float | None, alerts:
         out.append(("clip", f"clip {clip_pct(lo).rstrip('%')}/{clip_pct(hi)}"))
     length = _finite(m.get(mn.LENGTH_MEAN))
     out.append(("len", f"len {'–' if length is None else f'{length:.0f}'}"))
+    turns = _finite(m.get(mn.EPISODE_TURNS_MEAN))
+    if turns is not None:  # multi-turn runs: turns and tool calls per episode, the share of calls that failed
+        calls, failed = _finite(m.get(mn.EPISODE_TOOL_CALLS_MEAN)), failed_call_share(m)
+        text = f"turns {turns:.1f} calls {num(calls)}" + ("" if failed is None else f" ✗{pct(failed)}")
+        out.append(("turns", text))
     rounds = _finite(m.get(mn.SAMPLING_ROUNDS))
     if rounds is not None and rounds > 1:
         out.append(("rounds", f"rounds {int(rounds)}"))
@@ -110,6 +115,16 @@ def _fields(step: int, total: int, m: dict[str, Any], eta: float | None, alerts:
     if alerts:
         out.append(("alerts", f"⚠{alerts}"))
     return out
+
+
+def failed_call_share(m: dict[str, Any]) -> float | None:
+    """Tried tool calls that did not give a result (malformed, raised, timed out) over the tried ones."""
+    tried, executed = _finite(m.get(mn.EPISODE_CALL_ATTEMPTS)), _finite(m.get(mn.EPISODE_TOOL_CALLS))
+    if not tried:
+        return None
+    parse = (_finite(m.get(mn.EPISODE_PARSE_FAIL_RATE)) or 0.0) * tried
+    bad = ((_finite(m.get(mn.EPISODE_TOOL_ERROR_RATE)) or 0.0) + (_finite(m.get(mn.EPISODE_TOOL_TIMEOUT_RATE)) or 0.0))
+    return (parse + bad * (executed or 0.0)) / tried
 
 
 def health_line(

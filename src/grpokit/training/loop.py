@@ -10,8 +10,9 @@ from typing import Any
 
 from ..models import precision_reason
 from .autopilot import write_rows
+from .detector_context import monitor_context
 from .guard import RunGuard
-from .trainer import StepResult, Trainer, monitor_context
+from .trainer import StepResult, Trainer
 
 
 def fit(trainer: Trainer, display: Any = None, *, eval_before: bool = True, eval_samples: int = 1) -> dict[str, Any]:

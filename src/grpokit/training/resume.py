@@ -191,7 +191,7 @@ def apply_runtime_overrides(trainer: Any, diffs: list[str]) -> None:
 def replay_monitor(trainer: Any) -> int:
     """Feed the logged training rows up to the checkpoint to the detectors (alerts already in alerts.jsonl are
     not written again); returns the rows replayed."""
-    from .trainer import monitor_context
+    from .detector_context import monitor_context
 
     trainer.monitor_context.update(monitor_context(trainer.cfg))  # autopilot fixes restored with the checkpoint
     path = trainer.run_dir / "metrics.jsonl"

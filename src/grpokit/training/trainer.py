@@ -38,6 +38,7 @@ from . import checkpointing as run_state
 from .autopilot import Autopilot, Bounds
 from .batch import Batch
 from .critic import CriticOptimizer, build_critic
+from .detector_context import monitor_context
 from .evaluation import evaluate
 from .phases.advantage import advantage_metrics, prepare, score_pass
 from .phases.filter import GROUP_FILTERS
@@ -48,27 +49,6 @@ from .phases.stale_rollout import in_sampler_thread, make_batch_source
 from .phases.update import TrainState, run_update
 from .phases.value_pretrain import pretrain_critic
 from .session import Session, open_session
-
-
-def monitor_context(cfg: Config) -> dict[str, Any]:
-    """What the detectors need to know about the recipe."""
-    a, t = cfg.algo, cfg.train
-    return {
-        "dynamic_sampling": a.dynamic_sampling,
-        "ds_shortfall": a.ds_shortfall,
-        "policy_loss": a.policy_loss,
-        "eps_low": a.eps_low,
-        "eps_high": a.eps_high,
-        "epochs": t.ppo_epochs,
-        "mini_batches": t.mini_batches,
-        "is_correction": a.is_correction,
-        "entropy_coef": a.entropy_coef,
-        "temperature": cfg.rollout.temperature,
-        "max_gen_rounds": a.max_gen_rounds,
-        "kl_controller": a.kl_controller,
-        "soft_overlong": a.soft_overlong,
-        "recipe": cfg.recipe,
-    }
 
 
 def make_kl_controller(algo: Any) -> Any:

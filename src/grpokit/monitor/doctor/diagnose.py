@@ -9,8 +9,8 @@ from typing import Any
 from ... import metric_names as mn
 from ...run.directory import run_end
 from ..detectors import SEVERITY_RANK, Monitor, rank
-from ..episodes import run_episode_examples
 from ..readers import RunLog, read_runs
+from ..readers.episodes import run_episode_examples
 from . import facts
 from .knobs import equivalents
 

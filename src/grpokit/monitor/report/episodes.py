@@ -1,4 +1,4 @@
-"""A logged multi-turn episode (a completions.jsonl row's `episode`, see `monitor.episodes`) as HTML: one box per turn
+"""A logged multi-turn episode (a completions.jsonl row's `episode`, `readers/episodes.py`) as HTML: a box per turn
 (the assistant's text with its tool calls, name and arguments, and any parse error; each tool reply with its
 status; an environment's user message), then how the episode ended and its token counts. Rows without an episode
 are not drawn here."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..episodes import turns_of
+from ..readers.episodes import turns_of
 from .html import esc
 
 #: styles of the episode boxes, added to the page once, only where an episode is drawn

@@ -14,8 +14,8 @@ from typing import Any
 
 from ...run.outcome import outcome_line
 from ..doctor import diagnose, verdict_line
-from ..episodes import episode_of
 from ..outputs import prepare_output
+from ..readers.episodes import episode_of
 from ..rundata import RunData, finite, load_run
 from .charts import Chart, alert_markers, chart_names, draw_all
 from .episodes import EPISODE_STYLE, episode_html

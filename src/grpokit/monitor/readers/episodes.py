@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .readers.jsonl import read_jsonl_objects
+from .jsonl import read_jsonl_objects
 
 #: the failure kinds, in the order the detectors' context lists them
 KINDS = ("parse_failure", "tool_error", "tool_timeout", "turn_limit", "context_limit", "length_limit")
