@@ -101,7 +101,7 @@ def test_each_task_reward_accepts_its_own_reference_answer(name: str) -> None:
 def test_get_task_unknown_name_suggests_closest() -> None:
     with pytest.raises(ValueError, match=r"'ad1'.*Did you mean 'add1'.*add2.*countdown.*mul1"):
         get_task("ad1")
-    assert set(list_tasks()) == {*TASK_NAMES, "code1"}  # code1 is tested in test_code_exec.py
+    assert set(list_tasks()) == {*TASK_NAMES, "code1", "add2-tool"}  # code1: test_code_exec.py; add2-tool: below
     assert all(isinstance(d, str) and d for d in list_tasks().values())
 
 
@@ -234,3 +234,16 @@ def test_render_prompt_with_embedded_model_tokenizer(request: pytest.FixtureRequ
 def test_example_ids_are_stable() -> None:
     assert Example("p", "a").id == Example("p", "a").id != Example("p", "b").id
     assert get_task("add1").examples("test")[0].id.startswith("add1/")
+
+
+def test_add2_tool_is_add2_with_worked_calculator_calls_in_front() -> None:
+    """add2's questions (its own seeded 20% held out, train and test disjoint); each prompt a conversation of three
+    worked calculator calls, then its own question; the task brings the calculator tool (tests/agents run it)."""
+    tool, plain = get_task("add2-tool"), get_task("add2")
+    test, train = ({e.prompt for e in tool.examples(s)} for s in ("test", "train"))
+    assert not test & train and test | train == {e.prompt for s in ("test", "train") for e in plain.examples(s)}
+    ex = tool.examples("train", 1, seed=3)[0]
+    assert tool.tools == ("calculator",) and ex.messages[-1] == {"role": "user", "content": ex.prompt}
+    calls = [m for m in ex.messages if m["role"] == "assistant" and "<tool_call>" in m["content"]]
+    results = [m["content"] for m in ex.messages if m["role"] == "tool"]
+    assert len(calls) == 3 and results == ["68", "53", "91"]
