@@ -1,7 +1,8 @@
 """Reading tool calls out of a policy turn: the chat template's own format, or a tag format for models without one.
 
-- `template`: the tokenizer's response parser (`tokenizer.parse_response`, transformers >= 5, from the template's
-  `response_schema`), as TRL reads tool calls; for models whose template defines tool calls.
+- `template`: the tokenizer's response parser (`tokenizer.parse_response` with the tokenizer's `response_template`,
+  transformers >= 5; `response_schema` in its first releases), as TRL reads tool calls; for models whose tokenizer
+  ships one.
 - `hermes`: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` blocks, the tag format of Hermes/Qwen
   templates; the fallback for templates without tool calls (SmolLM2's ChatML).
 
@@ -87,7 +88,10 @@ def parse_template(text: str, tokenizer: Any = None) -> ParsedTurn:
     """The chat template's own format, read by `tokenizer.parse_response` (its `response_schema`)."""
     out = ParsedTurn()
     try:
-        parsed = tokenizer.parse_response(text)
+        try:  # the turn is the whole assistant output: no prompt text before it to parse (an empty prefix)
+            parsed = tokenizer.parse_response(text, prefix="")
+        except TypeError:  # releases whose parse_response takes no prefix
+            parsed = tokenizer.parse_response(text)
     except Exception as e:  # the parser's regex/JSON failed: the turn tried something it could not read
         return ParsedTurn(attempts=1, errors=[f"the tool call could not be read ({type(e).__name__}: {e})"])
     for obj in (parsed or {}).get("tool_calls") or []:
@@ -100,8 +104,10 @@ def parse_template(text: str, tokenizer: Any = None) -> ParsedTurn:
 
 
 def has_response_parser(tokenizer: Any) -> bool:
-    """Whether the tokenizer can read its template's tool calls (`response_schema`, transformers >= 5)."""
-    return bool(getattr(tokenizer, "response_schema", None)) and hasattr(tokenizer, "parse_response")
+    """Whether the tokenizer can read its template's tool calls (a `response_template`, or the earlier
+    `response_schema`, and `parse_response`)."""
+    spec = getattr(tokenizer, "response_template", None) or getattr(tokenizer, "response_schema", None)
+    return bool(spec) and hasattr(tokenizer, "parse_response")
 
 
 def call_parser(fmt: str, tokenizer: Any) -> Callable[[str], ParsedTurn]:
@@ -110,7 +116,7 @@ def call_parser(fmt: str, tokenizer: Any) -> Callable[[str], ParsedTurn]:
         fmt = "template" if has_response_parser(tokenizer) else "hermes"
     if fmt == "template" and not has_response_parser(tokenizer):
         raise ValueError(
-            "agent.tool_format=template: this tokenizer has no response parser (response_schema) for its chat "
+            "agent.tool_format=template: this tokenizer has no response parser (response_template) for its chat "
             "template's tool calls; use agent.tool_format=hermes (or auto)"
         )
     parse = CALL_FORMATS[fmt]
