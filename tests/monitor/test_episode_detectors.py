@@ -187,13 +187,16 @@ def test_a_healthy_multi_turn_run_raises_nothing() -> None:
     assert mon.alerts == [] and mon.not_measurable(set(healthy())) == {}
 
 
-def test_single_turn_series_never_fire_and_are_not_measurable() -> None:
+def test_single_turn_series_never_fire_and_the_detectors_do_not_apply() -> None:
+    """A log without any episode/* signal is single-turn: the multi-turn detectors are not gaps in it (a healthy
+    single-turn run has every detector measurable); a multi-turn log lacking one of their signals lists it."""
     rows = [{mn.REWARD_MEAN: 0.1 * (i % 3), mn.LENGTH_MEAN: 200.0, mn.LENGTH_TRUNCATION_RATE: 0.9} for i in range(80)]
     mon = replay(rows, {"episode_examples": EXAMPLES})
     assert mon.alerts == []
-    missing = mon.not_measurable({k for r in rows for k in r})
-    assert set(missing) == set(EPISODE_DETECTORS)
-    assert missing["malformed_tool_calls"] == [mn.EPISODE_PARSE_FAIL_RATE, mn.EPISODE_CALL_ATTEMPTS]
+    assert not set(mon.not_measurable({k for r in rows for k in r})) & set(EPISODE_DETECTORS)
+    partial = mon.not_measurable({*rows[0], mn.EPISODE_TURNS_MEAN})
+    assert set(partial) == set(EPISODE_DETECTORS)
+    assert partial["malformed_tool_calls"] == [mn.EPISODE_PARSE_FAIL_RATE, mn.EPISODE_CALL_ATTEMPTS]
 
 
 def test_thresholds_are_configurable() -> None:
@@ -291,12 +294,12 @@ def test_doctor_on_a_grpokit_agent_run_shows_the_modes_with_sample_episodes(tmp_
     assert "     | tool calc [error]: SyntaxError: unexpected EOF" in text
 
 
-def test_doctor_on_a_single_turn_grpokit_run_says_not_measurable(tmp_path: Path) -> None:
+def test_doctor_on_a_single_turn_grpokit_run_does_not_list_the_multi_turn_detectors(tmp_path: Path) -> None:
     rows = [{mn.REWARD_MEAN: 0.5, mn.LENGTH_MEAN: 100.0, mn.ACTOR_PG_LOSS: 0.01}] * 10
     d = agent_run(tmp_path / "run", rows, [])
     diag = diagnose(d)
     assert not {a["detector"] for a in diag["alerts"]} & set(EPISODE_DETECTORS)
-    assert diag["not_measurable"]["env_token_share"] == [mn.EPISODE_ENV_TOKEN_FRAC]
+    assert not set(diag["not_measurable"]) & set(EPISODE_DETECTORS)
 
 
 # --------------------------------------------------------------------------------------------- foreign names

@@ -1,8 +1,9 @@
 """Multi-turn / tool-use episodes (`agent.*`, the `episode/*` signals): malformed tool calls, failing tools, episodes
 cut by a limit, and a context spent on tool output.
 
-Every detector here requires `episode/*` signals, so single-turn logs report them as not measurable and they never
-fire there. Each puts up to `SAMPLE_EPISODES` excerpts of failing episodes in its evidence (`sample_episodes`) when
+Every detector here reads `episode/*` signals. A log with none (a single-turn run) is not a multi-turn log: these
+detectors do not apply to it, so they are not listed as not measurable there and never fire; a multi-turn log that
+lacks some of them lists those. Each puts up to `SAMPLE_EPISODES` excerpts of failing episodes in its evidence (`sample_episodes`) when
 the context carries them: `context["episode_examples"]` maps a failure kind (`parse_failure`, `tool_error`,
 `tool_timeout`, `turn_limit`, `context_limit`, `length_limit`) to a list of short rendered excerpts (the trainer
 fills it live, the doctor from a grpokit run's completions.jsonl).
@@ -55,7 +56,16 @@ def _number(context: dict[str, Any], key: str) -> float:
     return float(value)
 
 
-class _FlooredWindow(Windowed):
+class EpisodeDetector(Windowed):
+    """A multi-turn detector: measurable only on a log with `episode/*` signals (module docstring)."""
+
+    def missing(self, available: set[str]) -> list[str]:
+        if not any(k.startswith(mn.EPISODE_PREFIX) for k in available):
+            return []  # a single-turn log: nothing of this detector applies, so nothing is missing
+        return super().missing(available)
+
+
+class _FlooredWindow(EpisodeDetector):
     """A windowed rate whose rows count only above an absolute floor. A row below the floor (or without the rate)
     neither counts nor clears an active mode, unless the window holds nothing from the last `window` steps: then the
     mode is over (the failing calls stopped)."""
@@ -213,7 +223,7 @@ LIMITS: dict[str, tuple[str, str, str, str]] = {
 
 
 @register
-class EpisodeLimits(Windowed):
+class EpisodeLimits(EpisodeDetector):
     """Episodes cut by a limit before an answer: over the last `window` steps the mean share of episodes ended by
     agent.max_turns (`episode/turn_limit_frac`), the context limit (`episode/context_limit_frac`) or
     rollout.max_new_tokens on their last turn (`episode/length_limit_frac`), together, exceeds `max_frac`; critical
@@ -274,7 +284,7 @@ class EpisodeLimits(Windowed):
 
 
 @register
-class EnvTokenShare(Windowed):
+class EnvTokenShare(EpisodeDetector):
     """The context spent on tool output: over the last `window` steps the mean share of the tokens after the prompt
     that the environment wrote (`episode/env_token_frac`, masked from the loss) exceeds `max_frac`, in steps whose
     episodes hold at least `min_env_tokens` environment tokens on average (`episode/env_tokens_mean`, when logged).
