@@ -3,10 +3,10 @@ cut by a limit, and a context spent on tool output.
 
 Every detector here reads `episode/*` signals. A log with none (a single-turn run) is not a multi-turn log: these
 detectors do not apply to it, so they are not listed as not measurable there and never fire; a multi-turn log that
-lacks some of them lists those. Each puts up to `SAMPLE_EPISODES` excerpts of failing episodes in its evidence (`sample_episodes`) when
-the context carries them: `context["episode_examples"]` maps a failure kind (`parse_failure`, `tool_error`,
-`tool_timeout`, `turn_limit`, `context_limit`, `length_limit`) to a list of short rendered excerpts (the trainer
-fills it live, the doctor from a grpokit run's completions.jsonl).
+lacks some of them lists those. Each puts up to `SAMPLE_EPISODES` excerpts of failing episodes in its evidence
+(`sample_episodes`) when the context carries them: `context["episode_examples"]` maps a failure kind
+(`parse_failure`, `tool_error`, `tool_timeout`, `turn_limit`, `context_limit`, `length_limit`) to a list of short
+rendered excerpts (the trainer fills it live, the doctor from a grpokit run's completions.jsonl).
 
 Context keys read (each optional; a fix naming a value says "now X" only when the context has it): `temperature`,
 `tool_timeout_s`, `max_turns`, `max_episode_tokens`, `max_new_tokens`, `tool_result_max_chars`, `truncated_reward`.
