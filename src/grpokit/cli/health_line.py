@@ -123,7 +123,7 @@ def failed_call_share(m: dict[str, Any]) -> float | None:
     if not tried:
         return None
     parse = (_finite(m.get(mn.EPISODE_PARSE_FAIL_RATE)) or 0.0) * tried
-    bad = ((_finite(m.get(mn.EPISODE_TOOL_ERROR_RATE)) or 0.0) + (_finite(m.get(mn.EPISODE_TOOL_TIMEOUT_RATE)) or 0.0))
+    bad = (_finite(m.get(mn.EPISODE_TOOL_ERROR_RATE)) or 0.0) + (_finite(m.get(mn.EPISODE_TOOL_TIMEOUT_RATE)) or 0.0)
     return (parse + bad * (executed or 0.0)) / tried
 
 
