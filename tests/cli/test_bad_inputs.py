@@ -177,6 +177,7 @@ def test_yaml_recipe_path_with_a_syntax_error(tmp_path: Path, capsys: pytest.Cap
         ("grpo", "algo.ds_oversample=2", "algo.ds_oversample=2.0 has no effect: algo.group_filter is 'all'"),
         ("dapo", "algo.group_filter=all", "algo.ds_oversample=3.0 has no effect"),
         ("grpo", "critic.lr=0.1", "critic.lr=0.1 has no effect: recipe 'grpo' trains no critic"),
+        ("grpo", "agent.max_turns=2", "agent.max_turns=2 has no effect: the run is single-turn"),
     ],
 )
 def test_settings_that_do_nothing_are_warned(recipe: str, override: str, needle: str) -> None:

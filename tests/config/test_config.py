@@ -130,3 +130,15 @@ def test_gpg_threshold_with_another_group_filter_is_warned_not_ignored() -> None
     assert cfg.algo.group_filter == "dynamic_sampling"
     assert any("algo.gpg_threshold=0.5 has no effect" in w and "group_filter=gpg" in w for w in cfg.warnings)
     assert not [w for w in build_config("gpg").warnings if "gpg_threshold" in w]
+
+
+def test_agent_settings_on_a_single_turn_run_are_warned_not_ignored() -> None:
+    """agent.* shapes episodes; without tools, an environment or a task that brings tools, the run is single-turn
+    and the settings would do nothing, silently. With any of the three they are used and not warned about."""
+    cfg = build_config("grpo", overrides=["agent.max_turns=2", "agent.tool_timeout_s=1"])
+    [w] = [w for w in cfg.warnings if "agent." in w]
+    assert "agent.max_turns=2, agent.tool_timeout_s=1.0 has no effect: the run is single-turn" in w
+    assert "agent.tools" in w and "add2-tool" in w
+    for on in (["agent.tools=[calculator]"], ["data.task=add2-tool"], ["agent.environment=tests.toy_envs:Echo"]):
+        assert not [w for w in build_config("grpo", overrides=["agent.max_turns=2", *on]).warnings if "agent." in w]
+    assert not [w for w in build_config("grpo").warnings if "agent." in w]

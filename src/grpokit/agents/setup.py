@@ -10,9 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..config.checks import multi_turn
 from ..data.chat import conversation, render_prompt
 from ..data.example import Example
-from ..data.registry import TASKS
+from ..data.registry import task_tools
 from ..rewards.limits import SandboxLimits
 from ..rewards.registry import load_callable
 from .calls import ParsedTurn, call_parser
@@ -21,16 +22,6 @@ from .environment import Environment, ToolEnvironment, environment_tools, wrap_e
 from .execution import ToolExecutor
 from .template import MessageChunker, renders_tools, tool_instructions
 from .tools import Tool, load_tools
-
-
-def task_tools(task: str) -> list[str]:
-    """The tools a built-in task brings (none for other tasks and data files)."""
-    return list(getattr(TASKS.get(task), "tools", ()) or ()) if task in TASKS else []
-
-
-def multi_turn(cfg: Any) -> bool:
-    """Whether the run samples episodes (module docstring)."""
-    return bool(cfg.agent.tools or cfg.agent.environment or task_tools(cfg.data.task))
 
 
 @dataclass

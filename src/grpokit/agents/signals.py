@@ -1,12 +1,11 @@
 """The multi-turn signals of a step (`episode/*` in `grpokit.metric_names`), from the records of every episode
-sampled in it, and a few failing episodes per failure kind (the detectors' sample evidence)."""
+sampled in it. The failing episodes shown as the detectors' evidence come from `monitor/readers/episodes.py`."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from .. import metric_names as mn
-from ..monitor.readers.episodes import episode_examples
 
 
 def ratio(num: float, den: float) -> float:
@@ -42,9 +41,3 @@ def episode_metrics(records: list[dict[str, Any]]) -> dict[str, float]:
         mn.EPISODE_ENV_TOKENS_MEAN: total["env_tokens"] / n,
         mn.EPISODE_ENV_TOKEN_FRAC: ratio(total["env_tokens"], total["policy_tokens"] + total["env_tokens"]),
     }
-
-
-def failure_examples(records: list[dict[str, Any]], per_kind: int = 3) -> dict[str, list[str]]:
-    """Up to `per_kind` short renderings of episodes showing each failure kind (the detectors' sample evidence, as
-    the doctor builds it from a run's completions.jsonl)."""
-    return episode_examples([{"episode": r} for r in records], per_kind)

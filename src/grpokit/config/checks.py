@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..common.registry import Registry
+from ..data.registry import task_tools
 
 # advantage estimators that give a non-zero signal with one sample per prompt: a batch-level baseline
 # (REINFORCE++, docs/math.md §6) or a learned value (GAE, docs/math.md §2/§11); every other estimator is group-relative
@@ -34,6 +35,12 @@ class Finding:
 
 Check = Callable[[Any], "Finding | None"]
 CHECKS = Registry("config check")
+
+
+def multi_turn(cfg: Any) -> bool:
+    """Whether a run samples multi-turn episodes (grpokit/agents): `agent.tools` or `agent.environment` is set, or
+    the built-in task brings tools (add2-tool)."""
+    return bool(cfg.agent.tools or cfg.agent.environment or task_tools(cfg.data.task))
 
 
 def run_checks(cfg: Any) -> list[Finding]:
@@ -270,4 +277,24 @@ def _unused_critic(cfg: Any) -> Finding | None:
         f"critic.{changed[0]}",
         f"{shown} has no effect: recipe {cfg.recipe!r} trains no critic (algo.advantage={cfg.algo.advantage!r}); "
         "use a recipe with a critic (ppo, vapo), or drop it",
+    )
+
+
+@CHECKS.register("unused_agent")
+def _unused_agent(cfg: Any) -> Finding | None:
+    """`agent.*` shapes multi-turn episodes (grpokit/agents, docs/agents.md), which run only when `agent.tools` or
+    `agent.environment` is set or the built-in task brings tools; otherwise its other settings do nothing."""
+    a = cfg.agent
+    if multi_turn(cfg):
+        return None
+    changed = _changed(a)
+    if not changed:
+        return None
+    shown = ", ".join(f"agent.{n}={getattr(a, n)!r}" for n in changed)
+    return Finding(
+        "warning",
+        f"agent.{changed[0]}",
+        f"{shown} has no effect: the run is single-turn (no agent.tools, no agent.environment, and task "
+        f"{cfg.data.task!r} brings no tools); set agent.tools (e.g. [calculator]) or agent.environment, use a task "
+        "with tools (add2-tool), or drop it",
     )

@@ -28,6 +28,11 @@ def get_task(name: str) -> Task:
         raise unknown_name_error("task", name, list(TASKS)) from None
 
 
+def task_tools(task: str) -> list[str]:
+    """The tools a built-in task brings (none for other tasks and data files): such a task runs multi-turn."""
+    return list(getattr(TASKS.get(task), "tools", ()) or ()) if task in TASKS else []
+
+
 def list_tasks() -> dict[str, str]:
     """Task name -> one-line description."""
     return {name: task.description for name, task in sorted(TASKS.items())}

@@ -22,13 +22,13 @@ import torch
 
 from .. import algos
 from .. import metric_names as mn
-from ..agents.signals import failure_examples
 from ..algos.kl_placement import make_placement
 from ..algos.reference import make_reference
 from ..algos.schedules import lr_lambda
 from ..config import Config, ConfigError
 from ..models import load_model_and_tokenizer
 from ..monitor.detectors import Monitor
+from ..monitor.readers.episodes import episode_examples
 from ..parallel.distributed import DistInfo, global_metrics, local_prompt_count
 from ..parallel.sharding import make_sharding
 from ..rewards import RewardResult
@@ -303,7 +303,7 @@ class Trainer:
         drawn = self.batches.next(timings)
         b, metrics = drawn.batch, drawn.metrics
         if drawn.episodes:  # sample episodes of each multi-turn failure kind: the detectors' evidence
-            self.monitor_context["episode_examples"] = failure_examples(drawn.episodes)
+            self.monitor_context["episode_examples"] = episode_examples([{"episode": r} for r in drawn.episodes])
         metrics.update(self.advantages(b, timings))  # 4. old/ref log-probs, values, KL placement, advantages
         metrics.update(self.update(b, timings))  # 5. update: optimizer steps over epochs x mini-batches
         self.batches.after_update(metrics, timings)  # the engine(s) get the new weights
