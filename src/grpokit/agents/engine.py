@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from ..data.example import Example
-from ..rollout.base import RolloutOutput, SamplingParams, left_pad
+from ..rollout.base import RolloutOutput, SamplingParams, assemble_output
 from .environment import Environment
 from .episode import Episode
 from .template import MessageChunker
@@ -131,19 +131,20 @@ class EpisodeEngine:
             comp[i, :k] = torch.tensor(e.ids, dtype=torch.long)
             mask[i, :k] = torch.tensor(e.mask, dtype=torch.long)
             samp[i, :k] = torch.tensor(e.logp, dtype=torch.float32)
-        pids, pmask = left_pad([e.prompt for e in eps], pad)
         answered = torch.tensor([e.ended_by == "answer" for e in eps])
-        return RolloutOutput(
-            prompt_ids=pids,
-            prompt_mask=pmask,
-            completion_ids=comp,
-            completion_mask=mask,
-            sampler_logp=samp * mask,
-            eos=answered,
-            truncated=~answered,
-            prompt_index=torch.tensor([e.group for e in eps], dtype=torch.long),
-            texts=[e.final_text for e in eps],
-            gen_tokens=int(mask.sum()),
-            seconds=time.perf_counter() - t0,
+        index = torch.tensor([e.group for e in eps], dtype=torch.long)
+        prompts = [e.prompt for e in eps]
+        texts = [e.final_text for e in eps]
+        return assemble_output(
+            self.tokenizer,
+            pad,
+            prompts,
+            index,
+            comp,
+            samp,
+            mask,
+            answered,
+            t0,
+            texts=texts,
             episodes=[e.record() for e in eps],
         )

@@ -154,15 +154,21 @@ def assemble_output(
     cmask: torch.Tensor,
     has_eos: torch.Tensor,
     t0: float,
+    *,
+    texts: list[str] | None = None,
+    episodes: list[dict[str, Any]] | None = None,
 ) -> RolloutOutput:
-    """The RolloutOutput of completions `comp` [N,T] with response mask `cmask` [N,T] (a prefix of each row) and
-    EOS flags `has_eos` [N], for the N (expanded) `prompts` of `index`: prompts left-padded with `pad_id`, texts
-    decoded from each row's masked prefix, a row without EOS truncated, sampler log-probs `samp` masked."""
-    lengths = cmask.sum(1)
+    """The RolloutOutput of completions `comp` [N,T] with response mask `cmask` [N,T] and EOS flags `has_eos` [N],
+    for the N (expanded) `prompts` of `index`: prompts left-padded with `pad_id`, sampler log-probs `samp` masked,
+    a row without EOS truncated. Single-turn: `cmask` is a prefix of each row and the texts are decoded from it.
+    Multi-turn (grpokit/agents): `cmask` has holes (the environment's tokens), and the episodes' final answers and
+    records are given as `texts` and `episodes`."""
+    if texts is None:
+        lengths = cmask.sum(1)
+        texts = [
+            tokenizer.decode(comp[i, : int(lengths[i])].tolist(), skip_special_tokens=True) for i in range(len(prompts))
+        ]
     pids, pmask = left_pad(prompts, pad_id)
-    texts = [
-        tokenizer.decode(comp[i, : int(lengths[i])].tolist(), skip_special_tokens=True) for i in range(len(prompts))
-    ]
     return RolloutOutput(
         prompt_ids=pids,
         prompt_mask=pmask,
@@ -173,8 +179,9 @@ def assemble_output(
         truncated=~has_eos,
         prompt_index=index,
         texts=texts,
-        gen_tokens=int(lengths.sum()),
+        gen_tokens=int(cmask.sum()),
         seconds=time.perf_counter() - t0,
+        episodes=episodes,
     )
 
 
