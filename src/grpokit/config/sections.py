@@ -28,7 +28,8 @@ class ModelConfig:
     gradient_checkpointing: bool = False
     dtype: str = "auto"  # from_pretrained's dtype: auto (model.precision decides) | float32 | bfloat16
     trust_remote_code: bool = False  # run the model repository's own code (from_pretrained's option)
-    attn_implementation: str | None = None  # e.g. eager | sdpa | flash_attention_2 (None: transformers picks)
+    attn_implementation: str | None = None  # eager | sdpa | sdpa_gqa | flash_attention_2 | ... (None: transformers
+    # picks; on CPU a grouped-query model then runs sdpa_gqa, models/attention.py)
 
 
 @dataclass

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .attention import check_attn_implementation
+from .attention import check_attn_implementation, register_sdpa_gqa, use_cpu_gqa
 from .embedded import DEFAULT_MODEL, EMBEDDED_MODELS, MODEL_CHOICES, TINY_MODEL, ModelSpecError, ensure_embedded_model
 from .precision import param_dtype
 
@@ -92,13 +92,15 @@ def load_model_and_tokenizer(
     real SmolLM2 tokenizer, seeded by ``seed``), a local Hugging Face causal-LM directory or a Hub name (from the
     HF cache, or the Hub unless ``HF_HUB_OFFLINE`` is set). ``dtype`` is a precision name (see
     :func:`resolve_precision`; the weights get its ``param_dtype``) or ``float32``/``bfloat16``/``float16``.
-    ``trust_remote_code`` and ``attn_implementation`` go to ``from_pretrained``. ``lora`` (keys ``r``, ``alpha``,
-    ``dropout``, ``target_modules``) wraps the model in a peft LoRA adapter so that only the adapter is
-    trainable. The tokenizer pads on the left and always has a pad token.
+    ``trust_remote_code`` and ``attn_implementation`` go to ``from_pretrained``; with no ``attn_implementation``
+    a grouped-query model that transformers gives ``sdpa`` runs ``sdpa_gqa`` on CPU (models/attention.py).
+    ``lora`` (keys ``r``, ``alpha``, ``dropout``, ``target_modules``) wraps the model in a peft LoRA adapter so that
+    only the adapter is trainable. The tokenizer pads on the left and always has a pad token.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     check_attn_implementation(attn_implementation, str(device))  # one line, before transformers fails deep inside
+    register_sdpa_gqa()
     weights_dtype = param_dtype(dtype, device)
     if spec == TINY_MODEL:
         tokenizer = AutoTokenizer.from_pretrained(ensure_embedded_model(DEFAULT_MODEL), local_files_only=True)
@@ -122,6 +124,7 @@ def load_model_and_tokenizer(
     if getattr(model, "generation_config", None) is not None and model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
     model = model.to(device)
+    use_cpu_gqa(model, attn_implementation, str(device))
     if lora:
         model = apply_lora(model, lora, seed=seed)
     return model, tokenizer
