@@ -10,6 +10,11 @@ steps of all rounds.
     .venv/bin/python bench/vs_trl.py --lock /tmp/torch.lock                      # grpokit hf vs TRL bf16, 2 rounds
     .venv/bin/python bench/vs_trl.py --variants grpokit:hf,grpokit:vllm,trl:bf16,trl:fp32 --steps 2 --rounds 2
     .venv/bin/python bench/vs_trl.py --steps 1 --rounds 1                        # smoke run
+    .venv/bin/python bench/vs_trl.py --variants grpokit:hf,grpokit:hf-stale1,trl:fp32   # CPUs without bf16
+
+`grpokit:hf-stale1` is `hf` with `rollout.max_staleness=1`: step k+1's batch is sampled during step k's update
+(one step off-policy, corrected by the recipe's importance weights); the other variants are synchronous, as TRL's
+GRPOTrainer is.
 
 `--lock PATH` runs every worker under `flock PATH` (exclusive timings on a shared machine; the lock is free
 between workers). Phases: grpokit's own step timers (generate, score + log-prob passes, forward, backward,
@@ -50,7 +55,7 @@ class Variant:
 
 def parse_variant(text: str) -> Variant:
     fw, _, setting = text.partition(":")
-    ok = {"grpokit": ("hf", "hf-generate", "vllm"), "trl": ("bf16", "fp32", "vllm-bf16", "vllm-fp32")}
+    ok = {"grpokit": ("hf", "hf-generate", "vllm", "hf-stale1"), "trl": ("bf16", "fp32", "vllm-bf16", "vllm-fp32")}
     base, _, precision = setting.partition("/")
     if fw not in ok or base not in ok[fw] or (precision and (fw != "grpokit" or precision not in GRPOKIT_PRECISIONS)):
         choices = ", ".join(f"{f}:{s}" for f, ss in ok.items() for s in ss)
@@ -81,6 +86,9 @@ def grpokit_rows(args: argparse.Namespace, setting: str) -> tuple[list[dict[str,
     engine, _, precision = setting.partition("/")
     if precision:
         ns.set.append(f"model.precision={precision}")
+    if engine == "hf-stale1":  # generation overlapped with learning; train.steps large so every measured step overlaps
+        engine = "hf"
+        ns.set += ["rollout.max_staleness=1", "train.steps=100"]
     rows, facts = run_engine(ns, engine)
     out = []
     for m in rows:
