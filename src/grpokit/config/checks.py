@@ -211,6 +211,16 @@ def _changed(section: Any, names: tuple[str, ...] | None = None) -> list[str]:
     return [n for n in fields if getattr(section, n) != getattr(default, n)]
 
 
+def _unused(section: Any, prefix: str, why: str, names: tuple[str, ...] | None = None) -> Finding | None:
+    """A warning naming every field of `section` (keys `prefix.name`) changed from its default, with their values,
+    and `why` they have no effect and what to do instead; None when none was changed."""
+    changed = _changed(section, names)
+    if not changed:
+        return None
+    shown = ", ".join(f"{prefix}.{n}={getattr(section, n)!r}" for n in changed)
+    return Finding("warning", f"{prefix}.{changed[0]}", f"{shown} has no effect: {why}")
+
+
 @CHECKS.register("unused_dynamic_sampling")
 def _unused_dynamic_sampling(cfg: Any) -> Finding | None:
     a = cfg.algo
@@ -219,16 +229,8 @@ def _unused_dynamic_sampling(cfg: Any) -> Finding | None:
     names = ("ds_oversample", "ds_shortfall", "filter_metric")
     if a.group_filter != "gpg":  # GPG resampling bounds its rounds with max_gen_rounds too
         names += ("max_gen_rounds",)
-    changed = _changed(a, names)
-    if not changed:
-        return None
-    shown = ", ".join(f"algo.{n}={getattr(a, n)!r}" for n in changed)
-    return Finding(
-        "warning",
-        f"algo.{changed[0]}",
-        f"{shown} has no effect: algo.group_filter is {a.group_filter!r}; set algo.group_filter=dynamic_sampling, "
-        "or drop it",
-    )
+    why = f"algo.group_filter is {a.group_filter!r}; set algo.group_filter=dynamic_sampling, or drop it"
+    return _unused(a, "algo", why, names)
 
 
 @CHECKS.register("unused_gpg_threshold")
@@ -268,33 +270,22 @@ def _vf_coef_in_training(cfg: Any) -> Finding | None:
 def _unused_critic(cfg: Any) -> Finding | None:
     if cfg.algo.uses_critic:
         return None
-    changed = _changed(cfg.critic)
-    if not changed:
-        return None
-    shown = ", ".join(f"critic.{n}={getattr(cfg.critic, n)!r}" for n in changed)
-    return Finding(
-        "warning",
-        f"critic.{changed[0]}",
-        f"{shown} has no effect: recipe {cfg.recipe!r} trains no critic (algo.advantage={cfg.algo.advantage!r}); "
-        "use a recipe with a critic (ppo, vapo), or drop it",
+    why = (
+        f"recipe {cfg.recipe!r} trains no critic (algo.advantage={cfg.algo.advantage!r}); use a recipe with a critic "
+        "(ppo, vapo), or drop it"
     )
+    return _unused(cfg.critic, "critic", why)
 
 
 @CHECKS.register("unused_agent")
 def _unused_agent(cfg: Any) -> Finding | None:
     """`agent.*` shapes multi-turn episodes (grpokit/agents, docs/agents.md), which run only when `agent.tools` or
     `agent.environment` is set or the built-in task brings tools; otherwise its other settings do nothing."""
-    a = cfg.agent
     if multi_turn(cfg):
         return None
-    changed = _changed(a)
-    if not changed:
-        return None
-    shown = ", ".join(f"agent.{n}={getattr(a, n)!r}" for n in changed)
-    return Finding(
-        "warning",
-        f"agent.{changed[0]}",
-        f"{shown} has no effect: the run is single-turn (no agent.tools, no agent.environment, and task "
-        f"{cfg.data.task!r} brings no tools); set agent.tools (e.g. [calculator]) or agent.environment, use a task "
-        "with tools (add2-tool), or drop it",
+    why = (
+        f"the run is single-turn (no agent.tools, no agent.environment, and task {cfg.data.task!r} brings no "
+        "tools); set agent.tools (e.g. [calculator]) or agent.environment, use a task with tools (add2-tool), "
+        "or drop it"
     )
+    return _unused(cfg.agent, "agent", why)
