@@ -6,22 +6,33 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..common.errors import GrpokitError
+from ..common.safe_text import safe_text
 
 FAILURE_KINDS = ("exception", "nan", "wrong_count", "timeout", "sandbox")
 COMPLETION_CHARS = 200
+MESSAGE_CHARS = 2000  # a reward's exception message past this keeps its head and tail (a 20 MB one is not stored)
 
 
 @dataclass
 class RewardFailure:
     """One sample one reward could not score. `kind` is one of FAILURE_KINDS: "nan" covers +-inf and values
     beyond the manager's `max_abs_value`; "sandbox" is a reward stopped by a sandbox limit (the message names it).
-    A sample no reward applies to (every reward returned None) is no failure: see `RewardResult.not_applicable`."""
+    A sample no reward applies to (every reward returned None) is no failure: see `RewardResult.not_applicable`.
+
+    The completion and the message are the policy's and the reward's text, not grpokit's: they are stored made safe
+    (`common.safe_text`: control characters escaped, so printing a record never writes a terminal sequence) and
+    bounded (a completion to about `COMPLETION_CHARS`, a message to `MESSAGE_CHARS`, its head and tail)."""
 
     reward: str
     index: int
-    completion: str  # truncated to 200 characters
+    completion: str  # its first 200 characters (the manager cuts it), control characters escaped
     kind: str
-    message: str
+    message: str  # one line, at most MESSAGE_CHARS
+
+    def __post_init__(self) -> None:
+        self.reward = safe_text(self.reward, limit=200)
+        self.completion = safe_text(self.completion, limit=2 * COMPLETION_CHARS, multiline=True)
+        self.message = safe_text(self.message, limit=MESSAGE_CHARS)
 
 
 @dataclass
@@ -63,7 +74,7 @@ def failure_error(
     message = (
         f"reward {names} failed on {count} samples, more than reward.max_fail_frac={max_fail_frac:g}: "
         f"{', '.join(f'{c} {k}' for k, c in kinds.most_common())}. "
-        f"First: sample {first.index} ({first.kind}) {first.message}; "
+        f"First: sample {first.index} ({first.kind}) {safe_text(first.message, limit=MESSAGE_CHARS)}; "
         f"completion: {first.completion[:120]!r}. "
         f"Fix the reward function{slow}, or tolerate more failed samples with "
         f"--set reward.max_fail_frac=<0..1>."
