@@ -3,6 +3,8 @@ health line per step, held-out evaluations, checkpoints, and alerts when they st
 
 On a terminal it draws rich progress bars above which every line is printed; anywhere else (a file, a pipe, CI)
 it writes the same lines as plain text, without control characters, one line per event and no progress bars.
+Every line passes through `common.safe_text` on its way out: an alert message, a reward's error or a path can
+carry text grpokit did not write, and no terminal sequence in it (OSC 52, a screen clear) reaches the terminal.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.text import Text
 
 from .. import metric_names as mn
+from ..common.safe_text import safe_text
 from .health_line import duration, health_line
 from .phase_progress import PhaseTracker
 
 __all__ = ["Display", "health_line"]
 
 NO_HELD_OUT = "no held-out prompts; give data.eval_data=FILE or more distinct prompts"
+LINE_CHARS = 10_000  # a printed line past this keeps its head and tail
 STYLES = {"critical": "bold red", "warning": "yellow", "info": "cyan", "cleared": "green"}
 
 
@@ -104,6 +108,7 @@ class Display:
     # ---------------------------------------------------------------------------------------------- output
 
     def _print(self, text: str, style: str | None = None) -> None:
+        text = safe_text(text, limit=LINE_CHARS, multiline=True)
         if self.progress is not None:
             self.progress.console.print(Text(text, style=style or ""), highlight=False, soft_wrap=True)
         else:
@@ -111,7 +116,7 @@ class Display:
             self.console.file.flush()
 
     def message(self, text: str) -> None:
-        """One line of text, printed as is."""
+        """One line of text, printed as is (control characters escaped)."""
         self._print(text)
 
     # ---------------------------------------------------------------------------------------------- phases

@@ -13,6 +13,7 @@ from typing import Any
 from rich.cells import cell_len
 
 from .. import metric_names as mn
+from ..common.safe_text import safe_text
 
 WIDTH = 100  # columns: the line never wraps in a 100-column terminal or log viewer
 SEP = "  "
@@ -134,7 +135,8 @@ def health_line(
 
     `eta`: seconds left in the run (shown as `eta ...`); `alerts`: how many alerts are active now (`⚠n`).
     """
-    fields = _fields(step, total, m, eta, alerts)
+    # every field is a number grpokit formats; escaped all the same, since the metrics row may come from a log
+    fields = [(name, safe_text(text, limit=None)) for name, text in _fields(step, total, m, eta, alerts)]
 
     def render(left_out: set[str]) -> str:
         kept = [(name, text) for name, text in fields if name not in left_out]

@@ -12,8 +12,11 @@ from typing import Any
 import yaml
 
 from ..common.errors import GrpokitError
+from ..common.safe_text import safe_text
 from ..common.version import VERSION
 from .trl_flags import apply_trl_flags
+
+ERROR_CHARS = 20_000  # an error message past this keeps its head and tail (common.safe_text)
 
 
 def _quiet_libraries() -> None:
@@ -142,8 +145,8 @@ def _run_training(
         print(f"held-out accuracy before: {before:.1%}")
     if after is not None:
         print(f"held-out accuracy after:  {after:.1%}")
-    print(f"run directory: {run_dir}")
-    print(f"final model:   {summary.get('final_model')}")
+    print(f"run directory: {safe_text(run_dir, limit=None)}")
+    print(f"final model:   {safe_text(summary.get('final_model'), limit=None)}")
     return summary
 
 
@@ -176,7 +179,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         refuse_symlinks(run_dir)
         # one process at a time trains a run; a signal before training starts stops at once, with one line
         ended = outcome_line(read_outcome(run_dir))
-        print(f"grpokit: {run_dir} {ended}" if ended else f"grpokit: {run_dir} has no recorded end (killed?)")
+        said = f"grpokit: {run_dir} {ended}" if ended else f"grpokit: {run_dir} has no recorded end (killed?)"
+        print(safe_text(said, limit=None))  # the folder's name and its recorded end: not grpokit's text
         with stop_at_once(), claimed_run(run_dir, new=False) as end:
             require_checkpoint(run_dir)
             resumed = (diffs, repair_logs(run_dir))
@@ -231,9 +235,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         page = make_report(args.path, args.out, run=args.run)
     except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(safe_text(f"error: {e}"), file=sys.stderr)
         return 2
-    print(f"report: {page}")
+    print(f"report: {safe_text(page, limit=None)}")
     return 0
 
 
@@ -243,10 +247,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     try:
         page = make_compare(args.runs, args.x, args.out)
     except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(safe_text(f"error: {e}"), file=sys.stderr)
         return 2
-    print(f"compare: {page}")
-    print(f"tensorboard: tensorboard --logdir {page.parent / 'tb'}")
+    print(f"compare: {safe_text(page, limit=None)}")
+    print(f"tensorboard: tensorboard --logdir {safe_text(page.parent / 'tb', limit=None)}")
     return 0
 
 
@@ -318,12 +322,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.fn(args) or 0)
     except GrpokitError as e:  # a config, model, checkpoint, reward or sampling error: its label and status
-        print(f"{e.label}: {e}", file=sys.stderr)
+        print(
+            f"{e.label}: {safe_text(e, limit=ERROR_CHARS, multiline=True)}", file=sys.stderr
+        )  # it may quote a reward's message
         return e.exit_code
     except ValueError as e:  # bad data or reward specs found while setting up; GRPOKIT_DEBUG=1 shows the traceback
         if os.environ.get("GRPOKIT_DEBUG"):
             raise
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {safe_text(e, limit=ERROR_CHARS, multiline=True)}", file=sys.stderr)
         return 2
     except BaseException as e:  # a signal, a divergence, a full disk: one line and its status (grpokit.cli.exits)
         from .exits import exit_line
