@@ -28,6 +28,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from ..common.safe_text import safe_text
 from ..monitor.detectors import SEVERITY_RANK, Alert, Monitor
 from ..monitor.doctor.knobs import equivalents
 from ..monitor.notify import Notifier
@@ -197,7 +198,7 @@ class HealthCallback(TrainerCallback):
 
     def _emit(self, event: str, alert: dict[str, Any], step: int) -> None:
         self.events.append((event, alert))
-        print(block(alert, event), file=self.out, flush=True)
+        print(safe_text(block(alert, event), limit=None, multiline=True), file=self.out, flush=True)  # TRL's text
         self.output_dir.mkdir(parents=True, exist_ok=True)
         with open(self.output_dir / "grpokit_alerts.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps({"event": event, "at_step": step, **alert}, default=str) + "\n")

@@ -9,7 +9,8 @@ changing (a console line may be half written) and fed once a later step appears 
     grpokit watch run.jsonl --on-critical 'pkill -f verl.trainer.main_ppo' --notify https://hooks.slack.com/...
 
 Exit status: 0 when no critical alert was seen, 1 when one was (as `grpokit doctor`), 2 for bad input; the watch
-ends on Ctrl-C, or after `--idle-exit` seconds without a new row.
+ends on Ctrl-C, or after `--idle-exit` seconds without a new row. Every line it prints passes through
+`common.safe_text`: the log's metric and alert names and its path are text grpokit did not write.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..common.safe_text import safe_text
 from .detectors import Alert, Monitor
 from .doctor.knobs import equivalents
 from .notify import Notifier, message_of
@@ -107,6 +109,7 @@ class Watcher:
         if eq and event != "cleared":
             text += f"\nin {self.flavor}: " + "; ".join(f"{k} -> {v}" for k, v in eq.items())
         stamp = time.strftime("%H:%M:%S")
+        text = safe_text(text, limit=None, multiline=True)
         print(f"[{stamp}] " + text.replace("\n", "\n    "), file=self.out, flush=True)
 
     def _critical(self, alert: Alert) -> None:
@@ -114,7 +117,7 @@ class Watcher:
         if self.on_critical and not self.command_ran:
             self.command_ran = True
             say = f"[grpokit] critical {alert.mode}: running --on-critical: {self.on_critical}"
-            print(say, file=self.out, flush=True)
+            print(safe_text(say, limit=None), file=self.out, flush=True)
             subprocess.run(self.on_critical, shell=True, check=False)  # noqa: S602 (the user's own command)
 
     def close(self) -> None:
@@ -135,7 +138,11 @@ def watch(
     """Follow `path` until Ctrl-C or `idle_exit` seconds without a new row; the exit status (module docstring)."""
     p = Path(path).expanduser()
     watcher = Watcher(p, on_critical=on_critical, notify=notify, run=run, out=out)
-    print(f"grpokit watch: following {p} (every {interval:g} s; Ctrl-C to stop)", file=out, flush=True)
+    print(
+        f"grpokit watch: following {safe_text(p, limit=None)} (every {interval:g} s; Ctrl-C to stop)",
+        file=out,
+        flush=True,
+    )
     last_new = time.monotonic()
     try:
         while True:
@@ -165,7 +172,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
             run=args.run,
         )
     except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(safe_text(f"error: {e}"), file=sys.stderr)
         return EXIT_BAD_INPUT
 
 

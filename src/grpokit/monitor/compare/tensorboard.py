@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...common.safe_text import safe_text
 from ..rundata import X_AXES, RunData, finite, x_positions
 
 START = 1_000_000_000.0  # a fixed event epoch: runs start at the same wall time, RELATIVE = cumulative seconds
@@ -66,13 +67,14 @@ def write_tensorboard(runs: list[RunData], tags: list[str], axis: str, out: Path
         except ValueError:
             secs = {}
         writer = EventWriter(root / _dir_name(tag, run.name))
-        writer.text("grpokit/compare", f"run {tag}: {run.name} ({run.path}); step = {X_AXES[axis].label}", 0)
+        about = safe_text(f"run {tag}: {run.name} ({run.path}); step = {X_AXES[axis].label}", limit=None)
+        writer.text("grpokit/compare", about, 0)  # the run's name and path: not grpokit's text
         for r in run.rows:
             step = int(r["step"])
             wall = START + secs.get(step, float(step))
             for key, value in r.items():
                 v = finite(value)
                 if key != "step" and v is not None:
-                    writer.scalar(key, v, int(round(x[step])), wall)
+                    writer.scalar(safe_text(key, limit=None), v, int(round(x[step])), wall)  # a name from the log
         writer.close()
     return root

@@ -22,6 +22,7 @@ import os
 import sys
 from typing import Any
 
+from ...common.safe_text import safe_text
 from .diagnose import HEADLINE, diagnose, diagnose_all, diagnose_log, verdict_line
 from .facts import RL_SIGNALS
 from .knobs import TRAINER_KNOBS
@@ -45,19 +46,20 @@ def doctor_main(path: str, as_json: bool = False, run: str | None = None) -> int
     except (ValueError, OSError, UnicodeDecodeError) as e:
         if os.environ.get("GRPOKIT_DEBUG"):
             raise
-        print(f"error: {e}", file=sys.stderr)
+        print(safe_text(f"error: {e}"), file=sys.stderr)
         return 2
     except Exception as e:  # noqa: BLE001 - a corrupt file of a supported kind must not print a traceback
         if os.environ.get("GRPOKIT_DEBUG"):
             raise
-        print(f"error: {path}: cannot read it as a training log ({type(e).__name__}: {e})", file=sys.stderr)
+        print(safe_text(f"error: {path}: cannot read it as a training log ({type(e).__name__}: {e})"), file=sys.stderr)
         return 2
     if as_json:
         payload: Any = diags[0] if len(diags) == 1 else {"path": str(path), "runs": diags}
-        print(json.dumps(payload, indent=1, default=str))
+        print(json.dumps(payload, indent=1, default=str))  # JSON writes every control character as \uXXXX
     else:
         if len(diags) > 1:
-            print(f"{path}: {len(diags)} runs, each diagnosed on its own (pick one with --run NAME)\n")
+            shown = safe_text(path, limit=None)
+            print(f"{shown}: {len(diags)} runs, each diagnosed on its own (pick one with --run NAME)\n")
         print("\n\n".join(render(d) for d in diags))
     return _exit_code(diags)
 

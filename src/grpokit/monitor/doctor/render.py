@@ -1,9 +1,13 @@
-"""A diagnosis as short, ranked, human-readable text."""
+"""A diagnosis as short, ranked, human-readable text.
+
+The text carries what the log carries (metric and alert names, run folder names, sample episodes), so it leaves
+through `common.safe_text`: control characters escaped, line breaks kept."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ...common.safe_text import safe_text
 from ...run.outcome import outcome_line
 from ..detectors import SEVERITY_RANK
 from .diagnose import verdict_line
@@ -83,7 +87,7 @@ def _alert_lines(i: int, a: dict[str, Any], active: list[str]) -> list[str]:
 
 
 def render(diag: dict[str, Any]) -> str:
-    """A short, ranked, human-readable diagnosis of one run."""
+    """A short, ranked, human-readable diagnosis of one run (no control character but line breaks and tabs)."""
     out = _header(diag)
     if not diag["alerts"] and diag.get("verdict") not in ("never trained", "not an RL run"):
         out.append("No failure mode detected." if diag["steps"] else "")
@@ -93,4 +97,4 @@ def render(diag: dict[str, Any]) -> str:
         out.append("Not measurable from this log (signals it does not record):")
         for det, miss in diag["not_measurable"].items():
             out.append(f"  - {det}: needs {', '.join(miss)}")
-    return "\n".join(line for line in out if line != "")
+    return safe_text("\n".join(line for line in out if line != ""), limit=None, multiline=True)

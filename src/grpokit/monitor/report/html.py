@@ -1,11 +1,14 @@
 """Small HTML builders shared by `grpokit report` and `grpokit compare`: a self-contained page (PNGs inlined as
-base64), tables, escaped text."""
+base64), tables, escaped text (HTML-escaped, and its control characters made visible by `common.safe_text`, so the
+page is also safe to `cat` in a terminal)."""
 
 from __future__ import annotations
 
 import base64
 import html
 from pathlib import Path
+
+from ...common.safe_text import safe_text
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1080px;margin:auto;padding:0 16px;
@@ -25,7 +28,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 
 
 def esc(value: object) -> str:
-    return html.escape(str(value))
+    return html.escape(safe_text(value, limit=None, multiline=True))
 
 
 def page(title: str, body: list[str]) -> str:
