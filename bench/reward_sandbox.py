@@ -2,9 +2,9 @@
 
 A user reward (32 completions per call) runs in the worker process with `SandboxLimits()` (no network, limits,
 private tmpfs, Landlock...) or with `sandbox=None` (the same worker, unconfined). "start" is building the
-`RewardManager` plus its first call (fork + sandbox set-up + one round trip); "call" is one later round trip.
-`--ballast-mb` first fills that much memory in this process (as a loaded model would), so the fork copies a
-bigger page table. Run from the repository root:
+`RewardManager` plus its first call (a fresh interpreter + sandbox set-up + one round trip); "call" is one later
+round trip. `--ballast-mb` first fills that much memory in this process (as a loaded model would): the worker
+is no fork of it, so its start should not grow with it. Run from the repository root:
 
     .venv/bin/python bench/reward_sandbox.py
     .venv/bin/python bench/reward_sandbox.py --ballast-mb 512

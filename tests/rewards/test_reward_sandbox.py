@@ -673,8 +673,9 @@ def test_processes_a_call_leaves_running_are_killed_when_it_returns(limits: Sand
     token = f"grpokit-leftover-{uuid.uuid4().hex}"
 
     def litter(completions, examples):
-        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", token])
-        os.system(f"setsid sh -c 'while :; do :; done' {token} &")  # a busy loop outside its process group
+        # each program leaves a mark in the private directory once it runs (the reward cannot list /proc)
+        subprocess.Popen([sys.executable, "-c", "open('up1', 'w').close(); import time; time.sleep(600)", token])
+        os.system(f"setsid sh -c ': > up2; while :; do :; done' {token} &")  # a busy loop outside its group
         r, w = os.pipe()
         if os.fork() == 0:
             os.write(w, os.readlink("/proc/self").encode())  # its pid as the trainer numbers it
@@ -682,7 +683,7 @@ def test_processes_a_call_leaves_running_are_killed_when_it_returns(limits: Sand
             os._exit(0)
         helper = float(os.read(r, 20))
         deadline = time.monotonic() + 10
-        while len(_with_argument(token)) < 2 and time.monotonic() < deadline:
+        while not (os.path.exists("up1") and os.path.exists("up2")) and time.monotonic() < deadline:
             time.sleep(0.02)  # both programs are running before the call returns
         return [helper]
 

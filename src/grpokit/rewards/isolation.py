@@ -1,23 +1,24 @@
 """Running one reward call: in-process, or in a long-lived sandboxed worker process killed when a call hangs.
 
 `InlineRunner` calls the function directly (no timeout; for the bounded built-ins). `ProcessRunner` keeps
-one forked worker process per `RewardManager`; a call is one pickled message over a pipe and one JSON reply
-(`wire.py`: the trainer never unpickles what the worker sends; about 0.2-0.4 ms for 32 completions), the
-parent waits with `poll(timeout)`, and on timeout kills the worker's whole process group (SIGKILL) and forks
-a fresh one on the next call. The worker inherits the parent's imported modules and the reward functions given
-as functions, so it starts in milliseconds; reward *specs* (`module:function`, `file.py:function`) are
-imported and inspected by each worker itself, after its sandbox is in place, and never in the trainer (a
-module's top-level code runs confined, like its calls); the worker reports each one's convention or error
-("loaded"). It is forked when the `RewardManager` is built, ideally before the trainer starts threads (Python
-3.12+ warns about forking threaded processes), and from the thread that will call it (the kernel's
-parent-death signal follows the thread that forked the worker).
+one worker process per `RewardManager`: a fresh interpreter (`worker.py`: exec, never a bare fork of the
+trainer, so it holds none of the trainer's memory or environment) started with the allow-listed environment.
+A call is one pickled message over a pipe and one JSON reply (`wire.py`: the trainer never unpickles what the
+worker sends; about 0.2-0.4 ms for 32 completions); the parent waits with `poll(timeout)`, and on timeout kills
+the worker's whole process group (SIGKILL) and starts a fresh one on the next call (about 0.1 s). Functions
+given in Python are sent with cloudpickle and unpickled by the worker once its sandbox is in place; reward
+*specs* (`module:function`, `file.py:function`) and tool specs are imported and inspected by the worker itself,
+and never in the trainer (a module's top-level code runs confined, like its calls); the worker reports each
+one's convention (or schema) or error ("loaded"). The parent-death signal follows the thread that started the
+worker, so it is started from the thread that will call it.
 
 Unless `sandbox=None`, the worker confines itself first (`sandbox.py`: no network, memory/CPU/file/process
 limits, writes only in a private temporary directory the parent creates and removes, killed with its parent)
-and reports which mechanism enforces each limit. A reward stopped by a limit is one failure of kind
-"sandbox" naming the limit; the worker is then replaced, so whatever the reward started dies with it. A
-reward raising KeyboardInterrupt or SystemExit is one "exception" failure. On platforms without `fork`
-the worker is started with `spawn` (then only module-level functions work).
+and reports which mechanism enforces each limit and which the kernel refused ("ready"); where only a Python
+audit hook could confine its files it refuses user code instead (`SandboxRefused`), unless the limits accept
+that. A reward stopped by a limit is one failure of kind "sandbox" naming the limit; the worker is then
+replaced, so whatever the reward started dies with it. A reward raising KeyboardInterrupt or SystemExit is one
+"exception" failure.
 
 This module is the parent's side (the runners, their errors, reading the worker's death); the worker process
 itself (its loop, the handle that starts and kills it, the sweep of stale private directories) is `worker.py`.
@@ -26,7 +27,6 @@ itself (its loop, the handle that starts and kills it, the sweep of stale privat
 from __future__ import annotations
 
 import logging
-import multiprocessing as mp
 import os
 import signal
 import time
@@ -39,7 +39,16 @@ from ..data.example import Example
 from . import cgroups, wire
 from .sandbox import SandboxLimits
 from .signature import CallContext
-from .worker import WORKDIR_PREFIX, Table, Worker, as_value_list, describe_exception, sweep_workdirs
+from .worker import (
+    WORKDIR_PREFIX,
+    Table,
+    Worker,
+    as_value_list,
+    describe_exception,
+    function_files,
+    pickle_table,
+    sweep_workdirs,
+)
 
 log = logging.getLogger(__name__)
 LOAD_TIMEOUT_S = 120.0  # how long a worker may take to import the reward modules it resolves (heavy imports)
@@ -52,6 +61,7 @@ __all__ = [
     "RewardCallLimit",
     "RewardCallTimeout",
     "SandboxBroken",
+    "SandboxRefusedError",
     "as_value_list",
     "describe_exception",
     "sweep_workdirs",
@@ -64,6 +74,11 @@ class RewardCallError(Exception):
 
 class SandboxBroken(RewardCallError):
     """The worker's sandbox could not be set up (every call fails with the reason)."""
+
+
+class SandboxRefusedError(SandboxBroken):
+    """The kernel offers too little to confine user code here (no Landlock) and the limits do not accept
+    Python-level checks alone (`SandboxLimits.python_only`): the message says what is missing and the switch."""
 
 
 class RewardCallTimeout(Exception):
@@ -104,7 +119,7 @@ def _stop(slot: list[Worker | None]) -> None:
 
 def _death_reason(worker: Worker, limits: SandboxLimits | None, cpu_s: float) -> tuple[type[Exception], str]:
     """The exception to raise for a worker that died during a call, naming the limit that killed it if any."""
-    code = worker.proc.exitcode
+    code = worker.exitcode
     signum = -code if code is not None and code < 0 else None
     if limits is not None and signum is not None:
         if signum == getattr(signal, "SIGKILL", None) and cgroups.oom_kills(os.path.basename(worker.workdir)):
@@ -117,14 +132,15 @@ def _death_reason(worker: Worker, limits: SandboxLimits | None, cpu_s: float) ->
 
 
 def _load_report(payload: Any, specs: set[str]) -> dict[str, dict[str, str]]:
-    """The worker's "loaded" report, checked: for exactly the keys of `specs`, {"convention": ...} or
-    {"error": ...} (the worker has run reward modules by then, so it is not trusted to be well-formed)."""
+    """The worker's "loaded" report, checked: for exactly the keys of `specs`, {"convention": ...},
+    {"schema": ...} (a tool's) or {"error": ...} (the worker has run reward modules by then, so it is not
+    trusted to be well-formed)."""
     if not isinstance(payload, dict) or set(payload) != specs:
         raise wire.BadReply("a load report for other rewards than asked")
     for entry in payload.values():
         if not isinstance(entry, dict) or len(entry) != 1 or not all(isinstance(v, str) for v in entry.values()):
             raise wire.BadReply("a load report entry that is not one string")
-        if set(entry) not in ({"convention"}, {"error"}):
+        if set(entry) not in ({"convention"}, {"schema"}, {"error"}):
             raise wire.BadReply(f"a load report entry {sorted(entry)[:2]}")
     return payload
 
@@ -134,9 +150,9 @@ class ProcessRunner:
 
     `functions` maps each key to its function, called as `fn(completions, examples, context)`, or to a reward
     spec (`module:function`, `file.py:function`, a built-in name) that the worker imports and inspects itself,
-    inside its sandbox, each time one starts (`loaded` reports how that went). With `fork` the worker inherits
-    the table (closures and lambdas work); with `spawn` it is pickled, so only module-level functions work
-    there. `sandbox=None` runs the worker without confinement.
+    inside its sandbox, each time one starts (`loaded` reports how that went). Functions are sent with
+    cloudpickle (closures and lambdas work; a function of an importable module is imported by the worker,
+    which may read its module file). `sandbox=None` runs the worker without confinement.
     """
 
     def __init__(
@@ -147,10 +163,9 @@ class ProcessRunner:
         load_timeout_s: float = LOAD_TIMEOUT_S,
     ) -> None:
         self.load_timeout_s = float(load_timeout_s)
-        methods = mp.get_all_start_methods()
-        self._ctx = mp.get_context("fork" if "fork" in methods else "spawn")
-        self._functions = dict(functions)
-        self._specs = {k for k, v in self._functions.items() if isinstance(v, str)}  # imported by the worker
+        self._table = pickle_table(functions)  # ValueError naming a function cloudpickle cannot send
+        self._files = tuple(function_files(functions))
+        self._specs = {k for k, v in self._table.items() if not isinstance(v, bytes)}  # imported by the worker
         if sandbox is not None and not hasattr(os, "fork"):  # Windows: no rlimits, namespaces or Landlock
             log.warning("the reward sandbox needs a POSIX system; reward workers run unconfined here")
             sandbox = None
@@ -169,7 +184,7 @@ class ProcessRunner:
     @property
     def pid(self) -> int | None:
         """The worker's process id, or None when no worker is running."""
-        return self._slot[0].proc.pid if self._slot[0] is not None else None
+        return self._slot[0].pid if self._slot[0] is not None else None
 
     @property
     def workdir(self) -> str | None:
@@ -179,9 +194,9 @@ class ProcessRunner:
     def start(self) -> Worker:
         """The running worker, started now if there is none."""
         worker = self._slot[0]
-        if worker is None or not worker.proc.is_alive():
+        if worker is None or not worker.alive():
             _stop(self._slot)
-            worker = self._slot[0] = Worker(self._ctx, self._functions, self.sandbox, self.cpu_s)
+            worker = self._slot[0] = Worker(self._table, self.sandbox, self.cpu_s, self._files)
             self.started += 1
         return worker
 
@@ -214,7 +229,7 @@ class ProcessRunner:
                 self.kill()
                 raise RewardCallError(f"the reward worker sent an unreadable reply ({e})") from e
             except (EOFError, ConnectionError, OSError) as e:
-                worker.proc.join(timeout=1)
+                worker.join(timeout=1)
                 kind, reason = _death_reason(worker, self.sandbox, self.cpu_s)
                 self.kill()
                 raise kind(f"{reason} (before it could {what})") from e
@@ -229,6 +244,9 @@ class ProcessRunner:
         elif status == "broken":
             self.kill()
             raise SandboxBroken(payload)
+        elif status == "refused":
+            self.kill()
+            raise SandboxRefusedError(str(payload))
 
     def kill(self) -> None:
         """Kill the worker at once (a later call starts a fresh one)."""
@@ -300,7 +318,7 @@ class ProcessRunner:
             self.kill()
             raise RewardCallError(f"the reward worker sent an unreadable reply ({e})") from e
         except (EOFError, ConnectionError, OSError) as e:
-            worker.proc.join(timeout=1)
+            worker.join(timeout=1)
             kind, reason = _death_reason(worker, self.sandbox, self.cpu_s)
             self.kill()
             raise kind(reason) from e

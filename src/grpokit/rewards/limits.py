@@ -18,7 +18,9 @@ class SandboxLimits:
     libraries and programs, its own module, and the paths of `readable` (the trainer adds the data and the run
     directory), where Landlock is available (`readable.py`); `read="all"` lets it read every file the user can.
     `env` names further environment variables it gets besides the allow-list (`environment.py`), exact names
-    or patterns such as "WANDB_*"."""
+    or patterns such as "WANDB_*". `python_only=True` accepts a kernel without Landlock, where only a Python
+    audit hook would confine files and the network (a program the reward runs, or ctypes, walks past it);
+    by default user code is refused there (`worker.SandboxRefused`)."""
 
     memory_mb: int = 2048
     cpu_s: float | None = None
@@ -33,6 +35,7 @@ class SandboxLimits:
     read: str = "limited"
     readable: tuple[str, ...] = field(default_factory=tuple)
     env: tuple[str, ...] = field(default_factory=tuple)
+    python_only: bool = False
 
     def __post_init__(self) -> None:
         for name in ("memory_mb", "max_open_files", "max_procs", "max_file_mb", "max_dir_mb"):

@@ -25,6 +25,12 @@ def libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
+def last_error() -> str:
+    """The text of the errno the last failed C call here left (e.g. "Operation not permitted")."""
+    err = ctypes.get_errno()
+    return os.strerror(err) if err else "refused"
+
+
 def unshare(flags: int) -> bool:
     """unshare(2) with CLONE_* `flags`; whether it worked."""
     if not sys.platform.startswith("linux"):

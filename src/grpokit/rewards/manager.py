@@ -3,12 +3,12 @@
 Isolation: the built-ins that cannot hang (`exact_numeric`, `format`, `countdown`: regex and `ast`, bounded
 cost) are called in-process; `math_verify` (sympy can hang), `code_exec` and every user reward
 (`module:function` or a function) run in one long-lived, sandboxed worker process per manager (no network,
-memory/CPU/process/open-file limits, writes only in a private directory: `sandbox.py`), forked when the
-manager is built, killed when a call passes `timeout_s` or breaks a limit and re-forked for the next call
-(see `isolation.py`). Measured on 2 CPU cores with 32 completions: exact_numeric + format 0.5 ms, countdown
-0.8 ms in-process; a worker round trip takes 0.3-0.4 ms per reward call, sandboxed or not (the sandbox costs
-~20-35 ms once per worker start; `bench/reward_sandbox.py`); math_verify itself takes 25-35 ms; code_exec
-~25 ms per program.
+memory/CPU/process/open-file limits, writes only in a private directory: `sandbox.py`), a fresh interpreter
+started when the manager is built, killed when a call passes `timeout_s` or breaks a limit and started again
+for the next call (see `isolation.py`). Measured on 2 CPU cores with 32 completions: exact_numeric + format
+0.5 ms, countdown 0.8 ms in-process; a worker round trip takes 0.2 ms per reward call, sandboxed or not; a
+worker starts in 80-100 ms (its own interpreter, plus ~25 ms for the sandbox; `bench/reward_sandbox.py`);
+math_verify itself takes 25-35 ms; code_exec ~15-25 ms per program.
 `isolation="process"` sends every reward function to the worker, `"inline"` none (no timeout then).
 A reward model (a spec that is a local sequence-classification model directory, `reward_model.py`) is trusted
 weights read with safetensors only and is always scored in this process, on `model_device`, in any isolation mode.
@@ -166,7 +166,7 @@ class RewardManager:
         load_timeout = max(LOAD_TIMEOUT_S, self.timeout_s)
         self._process = ProcessRunner(table, sandbox=sandbox, cpu_s=self.timeout_s, load_timeout_s=load_timeout)
         if any(r.isolated for r in self.rewards):
-            self._process.start()  # fork early, before the trainer starts its threads
+            self._process.start()  # started early: its interpreter boots while the trainer loads the rest
         if any(r.in_worker for r in self.rewards):
             self._take_load_report(load_timeout)
         worker = "sandboxed worker" if sandbox is not None else "worker"

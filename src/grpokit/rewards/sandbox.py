@@ -1,10 +1,14 @@
 """The reward sandbox: what a reward worker process may do, enforced by the kernel where it can be.
 
-`apply_sandbox` runs once in a freshly forked reward worker, before any reward code. In order:
+The worker is a fresh interpreter started with the allow-listed environment alone (`worker.py`,
+`environment.py`), so neither its memory nor the kernel's copy of its environment (`/proc/self/environ`) holds
+the trainer's secrets. `apply_sandbox` runs in it once, before any reward code, and `confine_files` then
+confines the process that serves the calls. In order:
 
-1. **Limits** (setrlimit, soft = hard): address space = the worker's size at start + `memory_mb` (the worker
-   is forked from the trainer, whose pages it shares), open files, file size, no core files. CPU time is
-   limited per call (`set_call_cpu_limit`, within a lifetime hard limit; then the worker is replaced).
+1. **Limits** (setrlimit, soft = hard): address space = the interpreter's size at start + `memory_mb`, per
+   process (a program the reward starts gets its own allowance, unless a memory cgroup bounds them all, step
+   2), open files, file size, no core files. CPU time is limited per call (`set_call_cpu_limit`, within a
+   lifetime hard limit; then the worker is replaced).
 2. **Processes, privileges, network** (entangled, because the kernel exempts root from RLIMIT_NPROC):
    started as root, the worker first joins new pids and memory cgroups allowing `max_procs` tasks and
    `memory_mb` for itself and everything it starts (where the cgroup filesystem is writable; `cgroups.py`).
@@ -16,20 +20,21 @@
    allowed: a network namespace alone (root), capabilities dropped (root), and RLIMIT_NPROC over the user's
    current task count (non-root). `user=<uid>` instead switches a root worker to that uid (its files must
    be readable by it).
-3. **Filesystem and signals** (Landlock, kernel 5.13+, unprivileged, irreversible): writing, creating,
-   removing or renaming files is denied everywhere except beneath the private working directory (and
-   `writable`). With `read="limited"` (the default) reading, listing and executing are allowed only beneath
-   the interpreter, its packages, the system's libraries, the reward's module, the data and the run directory
-   (`readable.py`); `read="all"` leaves reading unrestricted. With Landlock ABI 4+ TCP connect/bind are denied
-   too (a second network wall), with ABI 6+ signals to processes outside the sandbox (the trainer) are denied.
+3. **Filesystem and signals** (Landlock, kernel 5.13+, unprivileged, irreversible; in the serving process):
+   writing, creating, removing or renaming files is denied everywhere except beneath the private working
+   directory (and `writable`). With `read="limited"` (the default) reading, listing and executing are allowed
+   only beneath the interpreter, its packages, the system's libraries, the process's own `/proc/self`, the
+   reward's module, the data and the run directory (`readable.py`); `read="all"` leaves reading unrestricted.
+   With Landlock ABI 4+ TCP connect/bind are denied too (a second network wall), with ABI 6+ signals to
+   processes outside the sandbox (the trainer) are denied.
 4. **Fallbacks** where the kernel offers neither a namespace nor Landlock: a Python audit hook refuses socket
    connects/binds/lookups, file writes outside the directory and (read="limited") file reads outside the
-   readable paths. It stops Python code only (not ctypes or a program the reward runs);
-   `RewardManager.sandbox` reports which mechanism enforces each limit.
+   readable paths. It stops Python code only (not ctypes or a program the reward runs), so without Landlock
+   the worker refuses user code unless `python_only=True` accepts that (`worker.SandboxRefused`).
 5. **Unix sockets** (seccomp, without network): `socket(AF_UNIX)` and io_uring are denied, since a pathname
    socket reaches daemons outside any network namespace (a tmux or docker socket is a shell outside).
-6. **Secrets**: the worker keeps only the environment variables of an allow-list (what Python and numeric
-   libraries need, `environment.py`) and those named in `env`; credentials under any name are dropped.
+6. **Secrets**: the interpreter starts with only the environment variables of an allow-list (what Python and
+   numeric libraries need, `environment.py`) and those named in `env`; credentials under any name are dropped.
 7. **Parent death**: PR_SET_PDEATHSIG(SIGKILL) for the worker and every process it forks with `os.fork`, and a
    check that the parent is still the trainer (it may have died before the prctl). In its own user namespace
    the worker also starts a pid namespace whose pid 1 dies with it, taking every program the reward started
@@ -38,10 +43,11 @@
    (where numpy, torch and `concurrent.futures` may start threads) and stays as its supervisor
    (`worker.fork_server`). Whatever a call leaves running is killed when it returns (`calltree.py`).
 
-Then the worker changes into its private directory (also HOME and TMPDIR). Where it has its own mount
-namespace (step 2), that directory is a tmpfs of at most `max_dir_mb` that only the worker sees and that
-vanishes with it; elsewhere it is a directory on disk the trainer removes. Every other file descriptor
-inherited from the trainer (logs, checkpoints) is closed, except stdio and the pipe to the trainer.
+Every protection the kernel refuses is recorded under "unavailable" with the reason (`_unavailable`). The
+serving process changes into its private directory (also HOME and TMPDIR). Where it has its own mount namespace
+(step 2), that directory is a tmpfs of at most `max_dir_mb` that only the worker sees and that vanishes with it;
+elsewhere it is a directory on disk the trainer removes. Every other file descriptor inherited from the trainer
+is closed, except stdio and the pipe to the trainer.
 """
 
 from __future__ import annotations
@@ -207,6 +213,10 @@ def _confine_processes(limits: SandboxLimits, workdir: str, enforced: dict[str, 
         enforced["processes"] = f"pids cgroup, at most {limits.max_procs}"
     if is_root and cgroups.join("memory", name, limits.memory_mb * MIB):
         enforced["memory"] += f"; memory cgroup {limits.memory_mb} MiB for all its processes"
+    elif enforced["memory"].startswith("RLIMIT_AS"):
+        why = "not root" if not is_root else "no writable cgroup filesystem"
+        enforced["memory"] += " (no memory cgroup: each program it starts gets its own allowance)"
+        _unavailable(enforced, f"memory cgroup ({why})")
     if is_root and limits.user is not None:
         if netflag and linux.unshare(netflag):
             enforced["network"] = "netns"
@@ -219,8 +229,11 @@ def _confine_processes(limits: SandboxLimits, workdir: str, enforced: dict[str, 
         if netflag:
             enforced["network"] = "userns+netns"
     else:
+        _unavailable(enforced, f"user namespaces ({linux.last_error()}: no pid namespace, no private tmpfs)")
         if netflag and linux.unshare(netflag):
             enforced["network"] = "netns"
+        elif netflag:
+            _unavailable(enforced, f"network namespace ({linux.last_error()})")
         if is_root:
             dropped = linux.drop_capabilities()
             enforced["user"] = "uid 0 without capabilities" if dropped else "root (capabilities kept)"
@@ -235,11 +248,16 @@ def _confine_processes(limits: SandboxLimits, workdir: str, enforced: dict[str, 
         enforced["processes"] = "not enforced (root without a writable pids cgroup): only the timeout"
 
 
+def _unavailable(enforced: dict[str, str], what: str) -> None:
+    """Record a protection the kernel refused, with the reason (reported with the sandbox's line at start)."""
+    enforced["unavailable"] = "; ".join(filter(None, (enforced.get("unavailable"), what)))
+
+
 def _set_limits(limits: SandboxLimits, keep_fds: set[int], enforced: dict[str, str]) -> None:
     """Memory (address space), open files, file size and core files (soft = hard)."""
     base = linux.vm_size()
     if _set(resource.RLIMIT_AS, base + limits.memory_mb * MIB):
-        enforced["memory"] = f"RLIMIT_AS {limits.memory_mb} MiB over the worker's start"
+        enforced["memory"] = f"RLIMIT_AS {limits.memory_mb} MiB per process"
     else:
         enforced["memory"] = "not enforced (the OS refused RLIMIT_AS)"
     _set(resource.RLIMIT_NOFILE, max(limits.max_open_files, max(keep_fds | {2}) + 1))
@@ -261,14 +279,17 @@ def _confine_filesystem(
             enforced["network"] = "landlock (TCP only) + audit hook"
         if got["signals"]:
             enforced["signals"] = "landlock scope"
-    except OSError:
+    except OSError as e:
         got = {"filesystem": False}
+        _unavailable(enforced, f"Landlock ({e.strerror or e})")
     if readable is None:
         enforced["reading"] = "not restricted (read=all)"
     elif got["filesystem"]:
         enforced["reading"] = f"landlock: only beneath {len(readable)} paths (Python, system, data, run directory)"
     if not limits.network and linux.deny_unix_sockets():
         enforced["unix sockets"] = "seccomp: socket(AF_UNIX) and io_uring denied"
+    elif not limits.network:
+        _unavailable(enforced, f"seccomp ({linux.last_error()}: unix sockets stay open)")
     fallback_net = "network" not in enforced or enforced["network"].startswith("landlock")
     fallback_fs = not got["filesystem"]
     if fallback_net or fallback_fs:
@@ -282,11 +303,10 @@ def _confine_filesystem(
             enforced["network"] = "audit hook (Python code only)"
 
 
-def apply_sandbox(
-    limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds: set[int], readable: list[str] | None = None
-) -> dict[str, str]:
-    """Confine this (worker) process; returns the mechanism enforcing each limit, e.g. {"network": "netns"}.
-    `readable`: the paths it may read beneath (`readable.read_roots`), None for all."""
+def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds: set[int]) -> dict[str, str]:
+    """Confine this (worker) process's resources, privileges, network and process tree (steps 1, 2 and 7);
+    returns the mechanism enforcing each limit, e.g. {"network": "netns"}, and under "unavailable" what the
+    kernel refused, with the reason. The file rules come after, in the serving process (`confine_files`)."""
     enforced: dict[str, str] = {}
     missing = [w for w in limits.writable if not os.path.exists(w)]
     if missing:
@@ -297,10 +317,7 @@ def apply_sandbox(
     _set_limits(limits, keep_fds, enforced)
     if sys.platform.startswith("linux"):
         _confine_processes(limits, workdir, enforced)
-    _confine_filesystem(limits, workdir, readable, enforced)
     linux.set_parent_death_signal()  # after any uid change, which clears it
-    # after Landlock: its pid 1 must share the worker's domain, or Landlock's signal scoping would stop the
-    # worker's death signal from reaching it
     if enforced.get("user", "").startswith("own user namespace") and _start_pid_namespace():
         enforced["process tree"] = "own pid namespace: whatever it starts dies with it"
     os.register_at_fork(before=_remember_forker, after_in_child=_die_with_forker)
@@ -308,7 +325,18 @@ def apply_sandbox(
         os._exit(0)
     enforced["parent_death"] = "PR_SET_PDEATHSIG" if sys.platform.startswith("linux") else "pipe EOF only"
     enforced.setdefault("directory", "private directory on disk (no size limit)")
-    enforced["environment"] = restrict_environment(limits.env, workdir)  # HOME and TMPDIR: the private directory
+    return enforced
+
+
+def confine_files(
+    limits: SandboxLimits, workdir: str, readable: list[str] | None, enforced: dict[str, str]
+) -> dict[str, str]:
+    """Confine the process that will run reward code (steps 3 to 6): files, TCP, signals and unix sockets,
+    then its environment and directory. Run in the serving process itself, so that Landlock's `/proc/self`
+    rule is that process's own directory (and the supervisor and the namespace's pid 1, outside Landlock's
+    domain, stay out of the reward's reach: it can neither signal nor trace them)."""
+    _confine_filesystem(limits, workdir, readable, enforced)
+    restrict_environment(limits.env, workdir)  # HOME and TMPDIR: the private directory
     os.chdir(workdir)
     tempfile.tempdir = workdir
     return enforced

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 MAX_REPLY_BYTES = 64 << 20
-STATUSES = ("ok", "err", "limit", "recycle", "ready", "loaded", "broken")
+STATUSES = ("ok", "err", "limit", "recycle", "ready", "loaded", "broken", "refused")
 
 
 @dataclass(frozen=True)

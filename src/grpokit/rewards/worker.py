@@ -1,27 +1,44 @@
 """The reward worker process: its loop (confine itself, then serve one call per message and reply in JSON), the
-parent's handle on one worker (start it in its own private directory, kill its whole process group), and the
-sweep of private directories left by trainers that were killed. The parent-side pool is `isolation.py`.
+parent's handle on one worker (start it as a fresh interpreter in its own private directory, kill its whole
+process group), and the sweep of private directories left by trainers that were killed. The parent-side pool
+is `isolation.py`.
+
+The worker is a fresh interpreter (`subprocess`, exec), never a bare fork of the trainer: a forked child would
+hold a copy of the trainer's memory, and the kernel's copy of its environment (`/proc/self/environ`) keeps every
+secret even after `os.environ.clear()`. The interpreter starts with the allow-listed environment alone
+(`environment.worker_environment`) and receives, over its pipe, a `Boot` message: the trainer's `sys.path`, the
+limits, and each function of the table pickled with cloudpickle (functions from importable modules by
+reference, closures and `__main__` functions by value). The functions are unpickled only once the sandbox is in
+place, so a module they import runs confined.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import signal
+import socket
+import subprocess
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any
 
 from . import calltree, cgroups, linux, wire
+from .environment import worker_environment
 from .readable import read_roots
 from .registry import load_reward
 from .sandbox import (
     CPU_BUDGET_CALLS,
     SandboxLimits,
     apply_sandbox,
+    confine_files,
     set_call_cpu_limit,
     start_cpu_budget,
 )
@@ -41,45 +58,85 @@ def describe_exception(e: BaseException) -> str:
     return f"{text} (at {os.path.basename(last.filename)}:{last.lineno} in {last.name})"
 
 
+MAX_ITERATED = 1 << 20  # the most values read from a reward's iterator (a generator), so an endless one is bounded
+
+
 def as_value_list(out: Any) -> Any:
-    """A reward's return value as a list when it is an ordered sequence of values: a list, a tuple (any
-    `Sequence` but a string), or a one-dimensional array or tensor. Anything else (a set, whose order is
-    arbitrary, a dict, a generator, a string, a single number) is returned unchanged for the caller to report."""
+    """A reward's return value as a list when it is an ordered, finite collection of values: a list, a tuple
+    (any `Sequence` but a string), a one-dimensional array or tensor, or an iterator such as a generator (TRL
+    iterates whatever a reward returns), read up to `MAX_ITERATED` values. Anything else (a set, whose order
+    is arbitrary, a dict, a string, a single number) is returned unchanged for the caller to report.
+    An iterator is read inside the reward's call, so what it raises is the reward's failure."""
     if isinstance(out, list) or isinstance(out, (str, bytes, bytearray)):
         return out
     if isinstance(out, Sequence) or (hasattr(out, "__array__") and getattr(out, "ndim", None) == 1):
         return list(out)
+    if isinstance(out, Iterable) and not isinstance(out, (AbstractSet, Mapping)):
+        values = []
+        for v in out:
+            values.append(v)
+            if len(values) > MAX_ITERATED:
+                raise ValueError(f"the reward's iterator yielded more than {MAX_ITERATED} values")
+        return values
     return out
 
 
-Table = dict[str, Callable[..., Any] | str]  # key -> a function, or a spec the worker imports itself
+@dataclass(frozen=True)
+class WorkerSpec:
+    """A spec the worker imports itself with `load(spec, cwd) -> (function, report)`, where `report` is what the
+    trainer learns of it (one string entry, e.g. {"schema": ...} for a tool; grpokit/agents/execution.py).
+    `load` is pickled by reference: a module-level function of grpokit."""
+
+    spec: str
+    load: Callable[[str, str], tuple[Callable[..., Any], dict[str, str]]]
 
 
-def _resolve_one(spec: str, cwd: str) -> tuple[Callable[..., Any] | str, dict[str, str]]:
-    """(the adapted function, {"convention": ...}) or (the error message, {"error": ...}) for one spec."""
+# key -> a function (pickled to the worker), a reward spec or a WorkerSpec, which the worker imports itself
+Table = dict[str, "Callable[..., Any] | str | WorkerSpec"]
+
+
+def load_reward_spec(spec: str, cwd: str) -> tuple[Callable[..., Any], dict[str, str]]:
+    """A reward spec's adapted function and its report: {"convention": "grpokit" | "trl" | "verl"}."""
+    fn = adapt(load_reward(spec, cwd))
+    return fn, {"convention": fn.convention}
+
+
+def _resolve_one(entry: str | WorkerSpec, cwd: str) -> tuple[Callable[..., Any] | str, dict[str, str]]:
+    """(the function, its report) or (the error message, {"error": ...}) for one spec."""
+    spec, load = (entry, load_reward_spec) if isinstance(entry, str) else (entry.spec, entry.load)
     try:
-        fn = adapt(load_reward(spec, cwd))
-        return fn, {"convention": fn.convention}
+        return load(spec, cwd)
     except ValueError as e:
         return str(e), {"error": str(e)}
     except BaseException as e:  # SystemExit or KeyboardInterrupt from a module's top-level code
-        message = f"reward {spec!r}: loading it raised {describe_exception(e)}"
+        message = f"{spec!r}: loading it raised {describe_exception(e)}"
         return message, {"error": message}
 
 
-def resolve(table: Table, cwd: str) -> tuple[Table, dict[str, dict[str, str]]]:
-    """Import and inspect the reward specs of `table` here, in the (sandboxed) worker: the trainer never runs a
-    reward module's code. Relative paths, and the working directory on `sys.path`, are the trainer's `cwd`.
+def _unpickle(key: str, blob: bytes) -> Callable[..., Any] | str:
+    """A function of the table as sent by the trainer, or the message saying why it cannot be loaded here."""
+    try:
+        return pickle.loads(blob)  # noqa: S301 (from the trainer: the trusted direction)
+    except BaseException as e:  # a module it refers to failed to import (unreadable in the sandbox, or raising)
+        return (
+            f"reward {key!r} could not be loaded in the reward worker: {describe_exception(e)}. A function given in "
+            "Python must be importable there (its module readable: see reward.sandbox_readable) or defined in "
+            "__main__ or inside a function"
+        )
+
+
+def resolve(table: dict[str, Any], cwd: str) -> tuple[dict[str, Any], dict[str, dict[str, str]]]:
+    """Unpickle the functions of `table` (bytes) and import and inspect its specs here, in the (sandboxed)
+    worker: the trainer never runs a reward or tool module's code. Relative paths are the trainer's `cwd`.
     Returns the table of functions (an error message where one failed to load) and what to report to the
-    trainer for each spec: its convention, or the error."""
-    sys.path[:] = [os.path.join(cwd, p) for p in sys.path]  # "" meant the trainer's directory, not the worker's
-    functions: Table = {}
+    trainer for each spec: its report (convention, schema), or the error."""
+    functions: dict[str, Any] = {}
     report: dict[str, dict[str, str]] = {}
     for key, entry in table.items():
-        if isinstance(entry, str):
-            functions[key], report[key] = _resolve_one(entry, cwd)
+        if isinstance(entry, bytes):
+            functions[key] = _unpickle(key, entry)
         else:
-            functions[key] = entry
+            functions[key], report[key] = _resolve_one(entry, cwd)
     return functions, report
 
 
@@ -110,16 +167,6 @@ def exit_like(status: int) -> None:
     os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
 
-def single_threaded_torch() -> None:
-    """A forked worker inherits the trainer's OpenMP runtime, which GNU OpenMP cannot start again after a fork (the
-    hang PyTorch's multiprocessing notes describe): a reward's torch ops then wait forever in their first parallel
-    region. Where the trainer has torch loaded, the worker's torch computes in one thread, which needs no OpenMP
-    team (numpy's OpenBLAS pool and Python threads are unaffected)."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        torch.set_num_threads(1)
-
-
 def fork_server(conn: Any) -> bool:
     """Fork the process that serves the calls, inside the pid namespace the sandbox started: True there.
 
@@ -133,7 +180,6 @@ def fork_server(conn: Any) -> bool:
     except OSError:
         return True
     if pid == 0:
-        single_threaded_torch()
         return True
     conn.close()  # the trainer sees end of file as soon as the server is gone
     while True:
@@ -146,18 +192,58 @@ def fork_server(conn: Any) -> bool:
     return False
 
 
-def _confine(
-    conn: Any, limits: SandboxLimits, cpu_s: float, workdir: str, parent_pid: int, specs: list[str]
-) -> dict[str, str] | None:
-    """Apply the sandbox (in the serving process, see `fork_server`): what enforces each limit, or None when
-    this process should end (the supervisor, once its server has ended; or a sandbox that failed, reported).
+@dataclass(frozen=True)
+class Boot:
+    """What the trainer sends a fresh worker interpreter first (pickled: the trusted direction). `table` maps
+    each key to a cloudpickled function (bytes), a reward spec or a `WorkerSpec`."""
+
+    table: dict[str, Any]
+    limits: SandboxLimits | None
+    cpu_s: float
+    workdir: str
+    parent_pid: int
+    cwd: str
+    environment: str  # what the allow-list dropped, for the sandbox report
+    files: tuple[str, ...] = ()  # the module files of the table's functions (readable: `function_files`)
+
+
+class SandboxRefused(Exception):
+    """The kernel offers too little to confine user code, and the user did not accept that (`python_only`)."""
+
+
+def _refuse_python_only(limits: SandboxLimits, enforced: dict[str, str]) -> None:
+    """Fail closed where only the Python audit hook would confine the filesystem (no Landlock), unless
+    `limits.python_only` accepts it."""
+    if limits.python_only or not enforced.get("filesystem", "").startswith("audit hook"):
+        return
+    why = enforced.get("unavailable", "no Landlock")
+    raise SandboxRefused(
+        f"the reward sandbox cannot confine files here ({why}): only a Python audit hook would remain, which a "
+        "program the reward runs, or ctypes, walks past (~/.ssh, the network, writes anywhere). User reward and "
+        "tool code is refused; run on a kernel with Landlock (5.13+) and user namespaces, or accept Python-level "
+        "checks only with --set reward.sandbox_python_only=true"
+    )
+
+
+def _confine(conn: Any, boot: Boot, specs: list[str]) -> dict[str, str] | None:
+    """Apply the sandbox: what enforces each limit, or None when this process should end (the supervisor, once
+    its server has ended; or a sandbox that failed or was refused, reported). The file rules are applied in
+    the serving process (after `fork_server`), so `/proc/self` is the process that runs the reward.
     `specs`: the reward specs this worker will import (their modules stay readable)."""
+    limits = boot.limits
+    assert limits is not None
     try:
-        readable = None if limits.read == "all" else read_roots(limits.readable, specs, os.getcwd())
-        enforced = apply_sandbox(limits, workdir, parent_pid, {conn.fileno()}, readable)
+        readable = None if limits.read == "all" else read_roots(limits.readable, specs, boot.cwd, boot.files)
+        enforced = apply_sandbox(limits, boot.workdir, boot.parent_pid, {conn.fileno()})
         if "process tree" in enforced and not fork_server(conn):
             return None
-        start_cpu_budget(limits.cpu_budget_s or CPU_BUDGET_CALLS * cpu_s)
+        confine_files(limits, boot.workdir, readable, enforced)
+        enforced["environment"] = boot.environment
+        _refuse_python_only(limits, enforced)
+        start_cpu_budget(limits.cpu_budget_s or CPU_BUDGET_CALLS * boot.cpu_s)
+    except SandboxRefused as e:
+        conn.send_bytes(wire.encode("refused", 0, str(e)))
+        return None
     except Exception as e:
         why = describe_exception(e)
         conn.send_bytes(
@@ -177,29 +263,25 @@ def _reply(conn: Any, seq: int, status: str, payload: Any) -> None:
     conn.send_bytes(reply)
 
 
-def serve(
-    conn: Any,
-    parent_end: Any,
-    functions: Table,
-    limits: SandboxLimits | None,
-    cpu_s: float,
-    workdir: str,
-    parent_pid: int,
-) -> None:
-    """Worker loop: confine itself (reported as "ready"), import and inspect the reward specs of `functions`
-    (reported as "loaded": `resolve`), then receive (seq, key, completions, examples, context) and reply
-    (status, seq, payload) with status "ok", "err", "limit" or "recycle" (CPU budget used up). Whatever a call
-    left running is killed before its reply (`calltree`)."""
-    parent_end.close()
-    if hasattr(os, "setpgrp"):
-        os.setpgrp()  # own process group: a kill on timeout also reaches processes the reward started
+def serve(conn: Any, boot: Boot) -> None:
+    """Worker loop: confine itself (reported as "ready"), unpickle the functions and import and inspect the
+    specs of the table (reported as "loaded": `resolve`), then receive (seq, key, completions, examples,
+    context) and reply (status, seq, payload) with status "ok", "err", "limit" or "recycle" (CPU budget used
+    up). Whatever a call left running is killed before its reply (`calltree`)."""
+    try:
+        os.setpgrp()  # own process group (the trainer starts it as a session leader, which has one already)
+    except OSError:
+        pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle; it then kills us
-    home, cwd = calltree.pid_namespace(), os.getcwd()
+    limits = boot.limits
+    home = calltree.pid_namespace()
     if limits is not None:
-        specs = [v for v in functions.values() if isinstance(v, str)]
-        enforced = _confine(conn, limits, cpu_s, workdir, parent_pid, specs)
+        specs = [v for v in boot.table.values() if isinstance(v, str)]
+        enforced = _confine(conn, boot, specs)
         if enforced is None:
             return
+    else:
+        os.chdir(boot.workdir)
     own_namespace = home is not None and calltree.pid_namespace() not in (None, home)
     if not own_namespace:
         linux.set_child_subreaper()  # orphans of the reward's programs come to us, to be killed (calltree)
@@ -207,7 +289,7 @@ def serve(
         how = "kill(-1) in its pid namespace" if own_namespace else "its children, as a child subreaper"
         enforced["leftover processes"] = f"killed when each call returns ({how})"
         conn.send_bytes(wire.encode("ready", 0, enforced))  # sent before any reward code runs here
-    functions, report = resolve(functions, cwd)
+    functions, report = resolve(boot.table, boot.cwd)
     calltree.end_leftovers(own_namespace)  # whatever a module's import started
     conn.send_bytes(wire.encode("loaded", 0, report))
     while True:
@@ -215,7 +297,7 @@ def serve(
             seq, key, completions, examples, context = conn.recv()
         except (EOFError, OSError):
             return  # the trainer closed the pipe or died
-        if limits is not None and not set_call_cpu_limit(cpu_s):
+        if limits is not None and not set_call_cpu_limit(boot.cpu_s):
             conn.send_bytes(wire.encode("recycle", seq, None))
             return
         fn = functions[key]
@@ -227,36 +309,99 @@ def serve(
         _reply(conn, seq, status, payload)
 
 
-class Worker:
-    """One worker process, the parent's end of its pipe and its private directory."""
+def boot(conn: Connection) -> None:
+    """The worker interpreter's entry (`BOOT`): die with the trainer, read the `Boot` message, serve."""
+    message = pickle.loads(conn.recv_bytes())  # noqa: S301 (from the trainer: the trusted direction)
+    linux.set_parent_death_signal()
+    if os.getppid() != message.parent_pid:  # the trainer died before the prctl
+        os._exit(0)
+    try:
+        serve(conn, message)
+    except (OSError, EOFError):  # the trainer closed the pipe (it is done with us, or gone)
+        pass
+    os._exit(0)  # no interpreter shutdown work (atexit handlers of reward modules) after the trainer is gone
 
-    def __init__(self, ctx: Any, functions: Table, limits: SandboxLimits | None, cpu_s: float) -> None:
-        self.conn, there = ctx.Pipe()
+
+# The worker interpreter's first lines: its end of the pipe is argv[1]; the trainer's sys.path comes first,
+# so that grpokit and the reward modules import as in the trainer.
+BOOT = (
+    "import pickle, sys\n"
+    "from multiprocessing.connection import Connection\n"
+    "conn = Connection(int(sys.argv[1]))\n"
+    "sys.path[:] = pickle.loads(conn.recv_bytes())\n"
+    "from grpokit.rewards.worker import boot\n"
+    "boot(conn)\n"
+)
+
+
+def absolute_sys_path(cwd: str) -> list[str]:
+    """The trainer's `sys.path` with relative entries ("" is the working directory) made absolute."""
+    return [os.path.join(cwd, p) for p in sys.path]
+
+
+class Worker:
+    """One worker process (a fresh interpreter), the parent's end of its pipe and its private directory."""
+
+    def __init__(
+        self, table: dict[str, Any], limits: SandboxLimits | None, cpu_s: float, files: tuple[str, ...] = ()
+    ) -> None:
         # the trainer's pid in the name lets a later trainer remove it if this one is killed (see sweep_workdirs)
         self.workdir = tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-")
         self.enforced: dict[str, str] | None = None
-        self.loaded: dict[str, dict[str, str]] | None = None  # each spec's convention or error, once reported
-        # not a daemon, so rewards may use multiprocessing themselves; the finalizer below stops it at exit
-        self.proc = ctx.Process(
-            target=serve,
-            args=(there, self.conn, functions, limits, cpu_s, self.workdir, os.getpid()),
-            name="grpokit-reward-worker",
+        self.loaded: dict[str, dict[str, str]] | None = None  # each spec's report or error, once reported
+        cwd = os.getcwd()
+        if limits is not None:
+            env = worker_environment(os.environ, limits.env, self.workdir)
+            dropped = sum(1 for k in os.environ if k not in env)
+            extra = f", plus {', '.join(limits.env)}" if limits.env else ""
+            report = f"allow-list (grpokit.rewards.environment{extra}), a fresh interpreter: {dropped} dropped"
+        else:
+            env, report = dict(os.environ), "the trainer's (no sandbox)"
+        mine, there = socket.socketpair()
+        self.conn = Connection(mine.detach())
+        # a new session: its own process group (killed whole on timeout), no Ctrl-C from the terminal
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", BOOT, str(there.fileno())],
+            pass_fds=(there.fileno(),),
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
-        self.proc.start()
         there.close()
+        self.conn.send_bytes(pickle.dumps(absolute_sys_path(cwd)))
+        self.conn.send_bytes(pickle.dumps(Boot(table, limits, cpu_s, self.workdir, os.getpid(), cwd, report, files)))
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    @property
+    def exitcode(self) -> int | None:
+        """Its exit code once it ended, negative for the signal that killed it (as `Popen.returncode`)."""
+        return self.proc.poll()
+
+    def join(self, timeout: float) -> None:
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
 
     def kill(self) -> None:
         """Kill the worker's process group (it and whatever the reward started), reap it, remove its dir."""
         self.conn.close()
-        if self.proc.is_alive():
+        if self.alive():
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except (AttributeError, OSError):  # no process groups here, or setpgrp not reached yet
+            except OSError:
                 self.proc.kill()
-        self.proc.join(timeout=5)
+        self.join(timeout=5)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)  # children the reward left behind in the group
-        except (AttributeError, OSError):
+        except OSError:
             pass
         shutil.rmtree(self.workdir, ignore_errors=True)
         cgroups.remove(os.path.basename(self.workdir))
@@ -264,8 +409,44 @@ class Worker:
     def close(self) -> None:
         """Close the pipe so an idle worker exits by itself; kill it if it does not within 0.5 s."""
         self.conn.close()
-        self.proc.join(timeout=0.5)
+        self.join(timeout=0.5)
         self.kill()
+
+
+def pickle_table(table: Table) -> dict[str, Any]:
+    """`table` for a `Boot` message: each function cloudpickled (ValueError naming the reward when it cannot
+    be), specs as they are."""
+    import cloudpickle
+
+    out: dict[str, Any] = {}
+    for key, entry in table.items():
+        if isinstance(entry, (str, WorkerSpec)):
+            out[key] = entry
+            continue
+        try:
+            out[key] = cloudpickle.dumps(entry)
+        except Exception as e:
+            raise ValueError(
+                f"reward {key!r} cannot be sent to the reward worker ({describe_exception(e)}): a function given "
+                "in Python must be picklable by cloudpickle (no open files, locks or sockets in what it refers to); "
+                "or name it as 'module:function'"
+            ) from e
+    return out
+
+
+def function_files(table: Table) -> list[str]:
+    """The source files of the modules that the functions of `table` come from (read by the worker to import
+    them): they are granted under read="limited" (`readable.module_grants`)."""
+    files = []
+    for entry in table.values():
+        if isinstance(entry, (str, WorkerSpec)):
+            continue
+        target = getattr(entry, "fn", entry)  # an adapted reward keeps the user's function as .fn
+        module = sys.modules.get(getattr(target, "__module__", None) or type(target).__module__)
+        path = getattr(module, "__file__", None)
+        if path and getattr(module, "__name__", "") != "__main__":
+            files.append(os.path.abspath(path))
+    return files
 
 
 def sweep_workdirs(older_than_s: float = 60.0) -> int:
