@@ -4,13 +4,14 @@ errors and timeouts all come back as text the model reads."""
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
 
 from grpokit.agents.calls import ToolCall, call_parser, parse_hermes
 from grpokit.agents.execution import ToolExecutor
-from grpokit.agents.tools import calculator, load_tools, tool_from_function
+from grpokit.agents.tools import calculator, tool_from_function
 from grpokit.rewards.limits import SandboxLimits
 
 
@@ -63,8 +64,8 @@ def test_a_tool_schema_comes_from_signature_and_docstring_as_in_trl() -> None:
     assert fn["parameters"]["required"] == ["city"]
     with pytest.raises(ValueError, match="agent.tools: 'no_docs' cannot be a tool"):
         tool_from_function(no_docs)
-    with pytest.raises(ValueError, match="agent.tools"):
-        load_tools(["calculatr"])
+    with pytest.raises(ValueError, match="agent.tools: 'calculatr' is neither.*did you mean 'calculator'"):
+        ToolExecutor(["calculatr"], sandbox=None)
     assert calculator("(21 + 47) * 2") == "136" and calculator("7 / 2") == "3.5"
 
 
@@ -115,3 +116,50 @@ def test_calls_run_sandboxed_with_timeouts_and_every_outcome_is_text_for_the_mod
         assert leaked.status in ("error", "timeout") and "top secret" not in leaked.text
     finally:
         ex.close()
+
+
+TOOL_MODULE = """
+import os
+
+SEEN = []
+try:
+    with open({marker!r}, "w") as f:  # outside the sandbox's private directory
+        f.write("imported")
+except OSError:
+    SEEN.append("write denied")
+SEEN.append("token" if os.environ.get("HF_TOKEN") else "no token")
+
+
+def forecast(city: str) -> str:
+    \"\"\"Forecast for a city.
+
+    Args:
+        city: the city's name.
+    \"\"\"
+    return city + ": " + ", ".join(SEEN)
+"""
+
+
+def test_a_tool_module_is_imported_only_in_the_worker(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """A tool named by its spec is imported in the sandboxed worker, never in the trainer: its top-level code can
+    neither write outside nor see HF_TOKEN; the trainer gets its schema from the worker, and its calls work."""
+    marker = tmp_path / "imported.txt"
+    module = tmp_path / "tools_mod" / "my_tools.py"
+    module.parent.mkdir()
+    module.write_text(TOOL_MODULE.format(marker=str(marker)))
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    ex = ToolExecutor([f"{module}:forecast", "calculator"], timeout_s=5.0, sandbox=SandboxLimits(), max_chars=300)
+    try:
+        assert sorted(ex.tools) == ["calculator", "forecast"]
+        schema = ex.tools["forecast"].schema["function"]
+        assert schema["name"] == "forecast" and schema["parameters"]["required"] == ["city"]
+        assert ex.tools["forecast"].fn is None and "my_tools" not in sys.modules
+        assert not marker.exists()
+        out = ex.run(ToolCall("forecast", {"city": "Oslo"}))
+        assert (out.status, out.text) == ("ok", "Oslo: write denied, no token")
+        assert ex.run(ToolCall("calculator", {"expression": "2 + 2"})).text == "4"
+    finally:
+        ex.close()
+    module.write_text("def forecast(city):\n    return city\n")  # no type hints or docstring: not a tool
+    with pytest.raises(ValueError, match="agent.tools: 'forecast' cannot be a tool"):
+        ToolExecutor([f"{module}:forecast"], sandbox=SandboxLimits())

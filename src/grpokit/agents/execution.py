@@ -1,24 +1,29 @@
 """Running the policy's tool calls: in the reward sandbox's worker process, one call at a time, each with a timeout.
 
 A call's arguments are written by the model, so it runs where rewards run (`grpokit.rewards.isolation`: no network,
-memory/CPU/file/process limits, a private directory, killed on timeout) and never in the trainer. Every outcome is a
-`ToolResult` the model reads back as a tool message: the tool's return value as text, or an error naming what went
-wrong (an unknown tool, arguments the function does not take, the exception it raised, a timeout or limit).
+memory/CPU/file/process limits, a private directory, killed on timeout) and never in the trainer. A tool named by its
+spec is imported there too, never in the trainer: the worker builds its schema (`load_tool`) and reports it back as
+JSON, which the trainer checks before showing it to the model. Every outcome is a `ToolResult` the model reads back
+as a tool message: the tool's return value as text, or an error naming what went wrong (an unknown tool, arguments
+the function does not take, the exception it raised, a timeout or limit).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..rewards.isolation import ProcessRunner, RewardCallError, RewardCallLimit, RewardCallTimeout
+from ..rewards.isolation import LOAD_TIMEOUT_S, ProcessRunner, RewardCallError, RewardCallLimit, RewardCallTimeout
 from ..rewards.limits import SandboxLimits
 from ..rewards.wire import ToolReply
-from ..rewards.worker import describe_exception
+from ..rewards.worker import WorkerSpec, describe_exception
 from .calls import ToolCall
-from .tools import Tool
+from .tools import Tool, check_tool_spec, tool_from_function, tool_function, unique_names
+
+TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 
 STATUSES = ("ok", "error", "timeout")
 
@@ -57,21 +62,76 @@ def call_batch(fn: Callable[..., Any]) -> Callable[..., list[ToolReply]]:
     return run
 
 
+def load_tool(spec: str, cwd: str) -> tuple[Callable[..., list[ToolReply]], dict[str, str]]:
+    """In the worker: the tool of `spec` imported, its batch entry (`call_batch`) and {"schema": JSON text}."""
+    fn = tool_function(spec, cwd)
+    return call_batch(fn), {"schema": json.dumps(tool_from_function(fn).schema)}
+
+
+def schema_from_worker(spec: str, text: str) -> Tool:
+    """The `Tool` (without its function) of a schema the worker reported for `spec`, checked: the worker has run
+    the tool's module, so what it sends is not trusted to be well-formed (ValueError naming the spec)."""
+    try:
+        schema = json.loads(text)
+        name = schema["function"]["name"]
+    except (ValueError, TypeError, KeyError) as e:
+        raise ValueError(f"agent.tools: {spec!r}: the worker reported an unreadable schema ({e})") from None
+    if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+        raise ValueError(f"agent.tools: {spec!r}: its name {str(name)[:40]!r} is not a function name")
+    return Tool(name, None, schema)
+
+
 def clip(text: str, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[:max_chars] + f"... [{len(text) - max_chars} more characters]"
 
 
 class ToolExecutor:
     """Runs calls to `tools` in a sandboxed worker (`sandbox=None`: a worker without confinement, for tests of the
-    plumbing only), each limited to `timeout_s`; results longer than `max_chars` are cut."""
+    plumbing only), each limited to `timeout_s`; results longer than `max_chars` are cut. `tools` are specs
+    (built-in names, `module:function`, `file.py:function`), which only the worker imports, or `Tool`s of
+    functions given in Python. `self.tools` holds every tool's schema once the worker has reported them."""
 
     def __init__(
-        self, tools: list[Tool], *, timeout_s: float = 5.0, sandbox: SandboxLimits | None, max_chars: int = 1000
+        self,
+        tools: Sequence[Tool | str],
+        *,
+        timeout_s: float = 5.0,
+        sandbox: SandboxLimits | None,
+        max_chars: int = 1000,
     ) -> None:
-        self.tools = {t.name: t for t in tools}
+        given = [t for t in tools if isinstance(t, Tool)]
+        specs = [t for t in tools if isinstance(t, str)]
+        for spec in specs:
+            check_tool_spec(spec)
         self.timeout_s, self.max_chars = float(timeout_s), int(max_chars)
-        self.runner = ProcessRunner({t.name: call_batch(t.fn) for t in tools}, sandbox=sandbox, cpu_s=timeout_s)
+        table: dict[str, Any] = {t.name: call_batch(t.fn) for t in given if t.fn is not None}
+        table |= {spec: WorkerSpec(spec, load_tool) for spec in specs}
+        self.runner = ProcessRunner(table, sandbox=sandbox, cpu_s=timeout_s)
         self.runner.tool_replies = True
+        self._keys = {t.name: t.name for t in given}
+        try:
+            loaded = self._load(specs) if specs else []
+        except BaseException:
+            self.runner.close()
+            raise
+        self.tools = {t.name: t for t in unique_names([*given, *loaded])}
+
+    def _load(self, specs: list[str]) -> list[Tool]:
+        """The tools of `specs`, imported by the worker, which reports their schemas (ValueError naming what failed)."""
+        try:
+            report = self.runner.loaded(max(LOAD_TIMEOUT_S, self.timeout_s))
+        except RewardCallError as e:  # its sandbox could not be set up or was refused, or it died
+            raise ValueError(f"agent.tools: the tool worker could not load {', '.join(specs)}: {e}") from None
+        tools = []
+        for spec in specs:
+            entry = report[spec]
+            if "error" in entry:
+                message = entry["error"]
+                raise ValueError(message if message.startswith("agent.tools") else f"agent.tools: {message}")
+            tool = schema_from_worker(spec, entry.get("schema", ""))
+            self._keys[tool.name] = spec
+            tools.append(tool)
+        return tools
 
     def run(self, call: ToolCall) -> ToolResult:
         """The outcome of one call (never raises)."""
@@ -83,7 +143,7 @@ class ToolExecutor:
         except (TypeError, ValueError) as e:
             return ToolResult(call.name, "error", f"Error: the arguments are not JSON ({e})")
         try:
-            (reply,) = self.runner.call(call.name, None, [payload], [], self.timeout_s)
+            (reply,) = self.runner.call(self._keys[call.name], None, [payload], [], self.timeout_s)
         except RewardCallTimeout:
             return ToolResult(call.name, "timeout", f"Error: {call.name} did not return within {self.timeout_s:g} s")
         except RewardCallLimit as e:

@@ -21,7 +21,7 @@ from .engine import EpisodeEngine
 from .environment import Environment, ToolEnvironment, environment_tools, wrap_environment
 from .execution import ToolExecutor
 from .template import MessageChunker, renders_tools, tool_instructions
-from .tools import Tool, load_tools
+from .tools import Tool
 
 
 @dataclass
@@ -96,12 +96,12 @@ def build_agent(cfg: Any, tokenizer: Any, sandbox: SandboxLimits | None, context
         return None
     a = cfg.agent
     parse = call_parser(a.tool_format, tokenizer)
-    tools = load_tools(list(a.tools) or task_tools(cfg.data.task))
+    specs = list(a.tools) or task_tools(cfg.data.task)
     factory, env_tools, env_schemas = None, [], []
     if a.environment and a.environment.startswith("verifiers:"):
         from .verifiers_env import verifiers_factory  # needs verifiers<0.4 (its classic MultiTurnEnv API)
 
-        if tools:
+        if specs:
             raise ValueError(
                 f"agent.tools={list(a.tools)!r} with agent.environment={a.environment!r}: a verifiers environment "
                 "runs its own tools; drop agent.tools"
@@ -111,13 +111,17 @@ def build_agent(cfg: Any, tokenizer: Any, sandbox: SandboxLimits | None, context
     elif a.environment:
         factory = load_callable(a.environment, what="agent.environment")
         probe = factory()  # TRL also probes one instance for its tool methods
-        if hasattr(probe, "step") and tools:
+        if hasattr(probe, "step") and specs:
             raise ValueError(
                 f"agent.tools={list(a.tools)!r} with agent.environment={a.environment!r}, whose step() reads each "
                 "turn itself: the tools would never run; drop agent.tools, or expose them as the environment's "
                 "public methods (TRL's environment_factory convention)"
             )
         env_tools = environment_tools(probe)
-    executor = ToolExecutor(tools, timeout_s=a.tool_timeout_s, sandbox=sandbox, max_chars=a.tool_result_max_chars)
+    # the tools' modules are imported in the sandboxed worker only, which reports their schemas
+    executor = ToolExecutor(specs, timeout_s=a.tool_timeout_s, sandbox=sandbox, max_chars=a.tool_result_max_chars)
+    tools = list(executor.tools.values())
     schemas = [*(t.schema for t in [*tools, *env_tools]), *env_schemas]
+    if not tools:
+        executor.close()
     return Agent(a, tools, schemas, parse, executor if tools else None, factory, tokenizer, context or 2048)

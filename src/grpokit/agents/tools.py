@@ -3,11 +3,13 @@
 A tool is a function with type hints and a Google-style docstring (`Args:` section); its JSON schema, what the chat
 template shows the model, comes from `transformers.utils.get_json_schema`, as TRL's `GRPOTrainer(tools=...)` builds
 it. `agent.tools` names built-in tools (`TOOLS`) or user functions as `module:function` / `path/file.py:function`.
-Tool calls are written by the model, so they run in the reward sandbox (`grpokit.agents.execution`), never here.
+A user's tool module is imported only in the reward sandbox's worker, which reports each tool's schema back
+(`grpokit.agents.execution`); tool calls are written by the model, so they run there too, never here.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,10 +22,11 @@ TOOLS = Registry("tool")
 
 @dataclass(frozen=True)
 class Tool:
-    """A callable the policy may invoke by `name`, with the JSON schema its chat template renders."""
+    """A callable the policy may invoke by `name`, with the JSON schema its chat template renders. `fn` is None
+    for a tool the worker imported from its spec (the trainer holds only its schema)."""
 
     name: str
-    fn: Callable[..., Any]
+    fn: Callable[..., Any] | None
     schema: dict[str, Any]
 
 
@@ -56,19 +59,30 @@ def calculator(expression: str) -> str:
     return str(value.numerator) if value.denominator == 1 else f"{float(value):.6g}"
 
 
-def load_tools(specs: list[str]) -> list[Tool]:
-    """The tools named by `agent.tools`: built-in names, or `module:function` / `file.py:function` specs.
+def check_tool_spec(spec: str) -> None:
+    """The error a tool spec gives before anything is imported: neither a built-in name nor `module:function`."""
+    if spec not in TOOLS and ":" not in spec:
+        close = difflib.get_close_matches(spec, list(TOOLS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"agent.tools: {spec!r} is neither a built-in tool ({', '.join(sorted(TOOLS))}) nor 'module:function' "
+            f"(e.g. my_tools:search){hint}"
+        )
 
-    A user's tool module is imported here, in the trainer, like TRL imports its tools (its schema is needed to render
-    the prompt); its calls run in the sandbox."""
+
+def tool_function(spec: str, cwd: str | None = None) -> Callable[..., Any]:
+    """The function of a tool spec: a built-in by name, else the user's module imported here (the worker)."""
     from ..rewards.registry import load_callable
 
-    tools, seen = [], set()
-    for spec in specs:
-        fn = TOOLS[spec] if spec in TOOLS else load_callable(spec, what="agent.tools")
-        tool = tool_from_function(fn)
+    check_tool_spec(spec)
+    return TOOLS[spec] if spec in TOOLS else load_callable(spec, what="agent.tools", cwd=cwd)
+
+
+def unique_names(tools: list[Tool]) -> list[Tool]:
+    """`tools`, checked: two tools of one name are one ValueError."""
+    seen: set[str] = set()
+    for tool in tools:
         if tool.name in seen:
             raise ValueError(f"agent.tools: two tools are named {tool.name!r}; tool names must be unique")
         seen.add(tool.name)
-        tools.append(tool)
     return tools

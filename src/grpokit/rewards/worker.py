@@ -276,7 +276,7 @@ def serve(conn: Any, boot: Boot) -> None:
     limits = boot.limits
     home = calltree.pid_namespace()
     if limits is not None:
-        specs = [v for v in boot.table.values() if isinstance(v, str)]
+        specs = [v.spec if isinstance(v, WorkerSpec) else v for v in boot.table.values() if not isinstance(v, bytes)]
         enforced = _confine(conn, boot, specs)
         if enforced is None:
             return
