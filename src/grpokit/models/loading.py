@@ -144,6 +144,7 @@ def _model_source(spec: str) -> str | Path:
             f"--model takes a Hugging Face model directory or name, or one of: {choices}"
         )
     if path.exists():
+        _check_safetensors(spec, path)
         return path
     if _looks_like_path(spec):
         raise ModelSpecError(
@@ -151,6 +152,30 @@ def _model_source(spec: str) -> str | Path:
             f"such as HuggingFaceTB/SmolLM2-135M-Instruct, or one of: {choices}"
         )
     return spec
+
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+# pickles a Hugging Face Trainer checkpoint keeps beside its weights: not weights
+TRAINER_PICKLES = ("training_args.bin", "optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state")
+
+
+def _check_safetensors(spec: str, path: Path) -> None:
+    """A local directory whose weights are only pickle files (`pytorch_model.bin`) is refused before transformers
+    would `torch.load` them: unpickling runs whatever code the file carries. The message gives the one-line
+    conversion (run where the file is trusted)."""
+    files = [p.name for p in path.iterdir() if p.is_file()]
+    if any(f.endswith(".safetensors") for f in files):
+        return
+    pickled = sorted(f for f in files if f.endswith(PICKLE_SUFFIXES) and not f.startswith(TRAINER_PICKLES))
+    if not pickled:
+        return  # no weights at all (or GGUF): from_pretrained says what is missing
+    where = repr(str(path))
+    convert = f"from transformers import AutoModelForCausalLM as M; M.from_pretrained({where}).save_pretrained({where})"
+    raise ModelSpecError(
+        f"--model {spec!r} holds only pickle weights ({', '.join(pickled[:3])}), and loading a pickle can run any "
+        "code it carries: grpokit loads safetensors only. Convert it to model.safetensors once, where you trust the "
+        f'file: python -c "{convert}"'
+    )
 
 
 def _load_error(spec: str, e: Exception, local: bool) -> str:
