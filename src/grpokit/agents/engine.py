@@ -26,7 +26,7 @@ from ..data.example import Example
 from ..rollout.base import RolloutOutput, SamplingParams, assemble_output
 from .environment import Environment
 from .episode import Episode
-from .template import MessageChunker
+from .template import MessageChunker, encodable
 
 
 class EpisodeEngine:
@@ -113,11 +113,12 @@ class EpisodeEngine:
         if e.policy_turns >= self.max_turns:
             e.end("turn_limit")
             return False
-        chunk = self.chunker.ids(obs.messages)
+        messages = [encodable(m) for m in obs.messages]  # the policy's text echoed back: no lone surrogates
+        chunk = self.chunker.ids(messages)
         if len(e.prompt) + len(e.ids) + len(chunk) + max_new_tokens > self.max_episode_tokens:
             e.end("context_limit")
             return False
-        e.add_chunk(chunk, obs.messages, [r.status for r in obs.results])
+        e.add_chunk(chunk, messages, [r.status for r in obs.results])
         return True
 
     def output(self, eps: list[Episode], t0: float) -> RolloutOutput:

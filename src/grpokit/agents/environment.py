@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from ..data.example import Example
 from ..rewards.signature import example_columns
-from .calls import ParsedTurn, ToolCall
+from .calls import ParsedTurn, ToolCall, read_calls
 from .execution import ToolExecutor, ToolResult, clip, result_text
 from .tools import Tool, tool_from_function
 
@@ -71,7 +71,7 @@ class ToolEnvironment:
         return None
 
     def step(self, text: str) -> Observation:
-        parsed = self.parse(text)
+        parsed = read_calls(self.parse, text)  # never raises: a failure is counted
         if parsed.attempts == 0:
             return Observation(done=True, parsed=parsed)
         messages, results = tool_messages(parsed, self.executor.run)
@@ -112,10 +112,10 @@ class FactoryEnvironment:
         try:
             return ToolResult(call.name, "ok", clip(result_text(fn(**call.arguments)), self.max_chars))
         except Exception as e:
-            return ToolResult(call.name, "error", f"Error: {type(e).__name__}: {e}")
+            return ToolResult(call.name, "error", clip(f"Error: {type(e).__name__}: {e}", self.max_chars))
 
     def step(self, text: str) -> Observation:
-        parsed = self.parse(text)
+        parsed = read_calls(self.parse, text)  # never raises: a failure is counted
         if parsed.attempts == 0:
             reward = self.instance.get_reward() if hasattr(self.instance, "get_reward") else None
             return Observation(done=True, reward=None if reward is None else float(reward), parsed=parsed)

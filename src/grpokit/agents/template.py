@@ -10,18 +10,38 @@ chunk ends with the generation prompt of the next assistant turn.
 **Tools in the prompt.** A template that renders `tools` (its source uses them) gets the schemas through
 `apply_chat_template(tools=...)`, as TRL does. Other templates (SmolLM2's ChatML) get them in the system prompt
 with the `<tool_call>` tag format (`grpokit.agents.calls`, `hermes`).
+
+**Foreign text.** The appended messages carry what the policy wrote (echoed by an environment, a tool's result, an
+argument named in an error). A lone surrogate (what a `\\udc80` escape or bytes decoded with `surrogateescape`
+leave) cannot be encoded as UTF-8, and tokenizers and templates raise on it: each becomes U+FFFD before rendering.
+Control characters are text to a tokenizer and pass as they are.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
+from ..data.chat import apply_template
+
 _PROBE_USER, _PROBE_REPLY = "Hi.", "GRPOKIT_PROBE_REPLY"
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def render(tokenizer: Any, messages: list[dict[str, Any]], generation_prompt: bool, **kwargs: Any) -> str:
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt, **kwargs)
+    return apply_template(tokenizer, messages, tokenize=False, add_generation_prompt=generation_prompt, **kwargs)
+
+
+def encodable(value: Any) -> Any:
+    """`value` (a message, its content, a list of parts) with every lone surrogate in its strings replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {encodable(k): encodable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [encodable(v) for v in value]
+    return value
 
 
 class MessageChunker:
@@ -45,7 +65,7 @@ class MessageChunker:
 
     def text(self, messages: list[dict[str, Any]]) -> str:
         """The template text `messages` add after a closed assistant turn, up to the next assistant's prompt."""
-        full = render(self.tokenizer, [*self.base, *messages], True, **self.kwargs)
+        full = render(self.tokenizer, [*self.base, *(encodable(m) for m in messages)], True, **self.kwargs)
         if not full.startswith(self.closed):
             raise ValueError(
                 "the chat template renders earlier turns differently once a message is appended; multi-turn "
