@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ... import metric_names as M
+from ...common.safe_text import safe_text
 from ...run.outcome import outcome_line
 from ..outputs import prepare_output
 from ..report.html import esc, inline_png, page, table
@@ -85,9 +86,8 @@ def _markers(runs: list[RunData], tags: list[str], xs: list[dict[int, float]]) -
             step = int(a.get("step", 0))
             if step in x:
                 sev = a.get("severity", "?")
-                out.append(
-                    Marker(x[step], f"{tag}{i}", f"{tag}{i} {a.get('mode', '?')} ({sev}, step {step})", colour, ":")
-                )
+                label = safe_text(f"{tag}{i} {a.get('mode', '?')} ({sev}, step {step})", limit=200)  # a logged name
+                out.append(Marker(x[step], f"{tag}{i}", label, colour, ":"))
     return out
 
 
@@ -101,7 +101,7 @@ def _style_legend(ax: Any, panel: ComparePanel, runs: list[RunData], tags: list[
         Line2D([], [], color=RUN_COLOURS[n % 8], lw=max(0.8, 2.6 - 0.6 * n), marker=RUN_MARKERS[n % 8], ms=4)
         for n in range(len(runs))
     ]
-    labels = [f"{t}: {r.name}" for t, r in zip(tags, runs)]
+    labels = [safe_text(f"{t}: {r.name}", limit=200) for t, r in zip(tags, runs)]  # a folder's name
     if len(panel.series) > 1:
         handles += [Line2D([], [], color="k", ls=LINE_STYLES[i]) for i in range(len(panel.series))]
         labels += [label for _, label in panel.series]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...common.safe_text import safe_text
 from ..rundata import RunData, finite
 from .panels import Panel
 from .plotting import Marker, finish, grey_out, mark_alerts, new_figure, plot_line, shade_skipped
@@ -125,7 +126,7 @@ def alert_markers(alerts: list[dict[str, Any]]) -> list[Marker]:
         Marker(
             float(a["step"]),
             f"A{i}",
-            f"A{i} {a['mode']} ({a['severity']}, step {a['step']})",
+            safe_text(f"A{i} {a['mode']} ({a['severity']}, step {a['step']})", limit=200),
             SEVERITY_COLOURS.get(a.get("severity", ""), "k"),
         )
         for i, a in enumerate(alerts, 1)
