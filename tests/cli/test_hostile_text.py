@@ -44,6 +44,12 @@ REWARD = textwrap.dedent(
     def hostile(completions, examples):
         '''Raises on every sample, with a 20 MB message carrying terminal sequences at both ends.'''
         raise ValueError("boom " + HOSTILE + "y" * 20_000_000 + HOSTILE)
+
+    def batch_only(completions, examples):
+        '''Raises on a whole batch only: the manager's warning quotes the message, no failure is recorded.'''
+        if len(completions) > 1:
+            raise ValueError("batch " + HOSTILE)
+        return [0.5] * len(completions)
     """
 )
 TRAIN = [
@@ -156,10 +162,14 @@ def test_train_doctor_report_and_compare_of_a_hostile_run_and_log(tmp_path: Path
 
     # the same reward, its failures tolerated: the run (in a hostile folder) completes and records them
     tolerated = [*TRAIN, "--set", "reward.max_fail_frac=1.0"]
+    tolerated[tolerated.index("reward.functions=[hostile_reward:hostile]")] = (
+        "reward.functions=[hostile_reward:hostile, hostile_reward:batch_only]"
+    )
     done = grpokit("train", *tolerated, "--out", str(runs), "--name", FOLDER, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "\\x1b]0;pwned" in clean(done.stdout, "train stdout")  # the run directory's name, escaped
     assert SHOWN in clean(done.stderr, "train stderr") and len(done.stderr) < 200_000
+    assert "but on no single sample" in done.stderr.decode()  # the manager's warning, through the logging filter
     run = runs / FOLDER
     records = [json.loads(x) for x in (run / "completions.jsonl").read_text().splitlines()]
     failures = [r["reward_failure"] for r in records if "reward_failure" in r]
