@@ -82,6 +82,8 @@ class RewardConfig:
     `sandbox_readable` (where Landlock is available; grpokit/rewards/readable.py); `sandbox_read=all` lets it
     read every file the user can (`~/.ssh` included). It gets only the environment variables of an allow-list
     (grpokit/rewards/environment.py) and those `sandbox_env` names (exact names or patterns like `WANDB_*`).
+    Without Landlock, user reward and tool code is refused unless `sandbox_python_only=true` accepts Python-level
+    checks alone.
     """
 
     functions: list[str] = field(default_factory=list)  # empty: the task's default reward
@@ -97,6 +99,9 @@ class RewardConfig:
     sandbox_read: str = "limited"  # limited | all
     sandbox_readable: list[str] = field(default_factory=list)  # more paths rewards may read (sandbox_read=limited)
     sandbox_env: list[str] = field(default_factory=list)  # environment variables passed on, e.g. [OPENAI_API_KEY]
+    # where the kernel has no Landlock, only a Python audit hook would confine reward and tool code (a program it
+    # runs, or ctypes, walks past it): refused unless this is true (grpokit/rewards/sandbox.py)
+    sandbox_python_only: bool = False
 
 
 @dataclass

@@ -156,9 +156,33 @@ def deny_unix_sockets() -> bool:
         (_RET, 0, 0, _ALLOW),  # 8
         (_RET, 0, 0, _ERRNO | _EACCES),  # 9
     ]
+    return _install_filter(program)
+
+
+def _install_filter(program: list[tuple[int, int, int, int]]) -> bool:
+    """Install a classic-BPF seccomp program in this process and its future children; whether it worked."""
     filters = (_SockFilter * len(program))(*[_SockFilter(*ins) for ins in program])
     prog = _SockFprog(len(program), filters)
     c = libc()
     if c.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         return False
     return c.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) == 0
+
+
+_NR_UNSHARE = {"x86_64": 272, "aarch64": 97}
+_NR_LANDLOCK = (444, 445, 446)  # create_ruleset, add_rule, restrict_self: the same on both
+
+
+def deny_sandbox_features(unshare: bool = True, landlock: bool = True) -> bool:
+    """Refuse this process and its children `unshare(2)` and/or the Landlock calls with EPERM, as a container's
+    default seccomp profile or an older kernel does: to run the reward sandbox where the kernel offers less
+    (tests/rewards/test_sandbox_degraded.py). Whether it worked."""
+    machine = os.uname().machine if sys.platform.startswith("linux") else ""
+    if machine not in _ARCH:
+        return False
+    denied = ([_NR_UNSHARE[machine]] if unshare else []) + (list(_NR_LANDLOCK) if landlock else [])
+    program = [(_LD_ABS, 0, 0, 4), (_JEQ, 1, 0, _ARCH[machine][0]), (_RET, 0, 0, _ALLOW), (_LD_ABS, 0, 0, 0)]
+    for i, nr in enumerate(denied):  # each: equal -> the EPERM return at the end
+        program.append((_JEQ, len(denied) - i, 0, nr))
+    program += [(_RET, 0, 0, _ALLOW), (_RET, 0, 0, _ERRNO | 1)]
+    return _install_filter(program)

@@ -52,6 +52,7 @@ from .isolation import (
     RewardCallLimit,
     RewardCallTimeout,
     SandboxBroken,
+    SandboxRefusedError,
 )
 from .registry import REWARDS, RewardFn, check_spec, is_isolated, load_reward
 from .result import (
@@ -167,6 +168,7 @@ class RewardManager:
         self._process = ProcessRunner(table, sandbox=sandbox, cpu_s=self.timeout_s, load_timeout_s=load_timeout)
         if any(r.isolated for r in self.rewards):
             self._process.start()  # started early: its interpreter boots while the trainer loads the rest
+            self._check_sandbox(load_timeout)
         if any(r.in_worker for r in self.rewards):
             self._take_load_report(load_timeout)
         worker = "sandboxed worker" if sandbox is not None else "worker"
@@ -201,6 +203,17 @@ class RewardManager:
         check_spec(spec)
         return _Reward(name, spec, float(weight), None, isolated)
 
+    def _check_sandbox(self, timeout: float) -> None:
+        """Wait for the worker's sandbox report; ValueError (the worker's one line) where it refuses user code
+        because only Python-level checks could confine it (`SandboxLimits.python_only`)."""
+        try:
+            self._process.enforced(timeout)
+        except SandboxRefusedError as e:
+            self.close()
+            raise ValueError(str(e)) from None
+        except RewardCallError:  # a sandbox that cannot be set up fails each call instead, naming the reason
+            return
+
     def _take_load_report(self, timeout: float) -> None:
         """Wait for the worker to import the specs it resolves; record their conventions, or close the worker and
         raise ValueError naming what failed. A sandbox that cannot be set up is left to fail each call instead."""
@@ -225,6 +238,11 @@ class RewardManager:
         if not any(r.isolated for r in self.rewards):
             return {}
         return self._process.enforced()
+
+    @property
+    def isolated(self) -> bool:
+        """Whether any reward runs in the worker (user code, or a built-in that can hang)."""
+        return any(r.isolated for r in self.rewards)
 
     @property
     def worker(self) -> ProcessRunner:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..models import precision_reason
+from ..rewards.sandbox_report import sandbox_line
 from .autopilot import write_rows
 from .detector_context import monitor_context
 from .guard import RunGuard
@@ -35,8 +36,11 @@ def _fit(trainer: Trainer, display: Any, *, eval_before: bool, eval_samples: int
     summary: dict[str, Any] = {"run_dir": str(trainer.run_dir)}
     if log is not None and trainer.step == 0:
         log.write_config(cfg.to_dict())
+    sandbox = trainer.session.sandbox_report()
     if log is not None:
-        log.start_segment(trainer.step, run_info(trainer))
+        log.start_segment(trainer.step, run_info(trainer, sandbox))
+    if sandbox is not None and display:
+        display.message(sandbox_line(sandbox))  # what confines the user's reward and tool code, and what cannot
     hook = getattr(display, "phase", None)
     trainer.on_phase = hook
     _pretrain_critic(trainer, display)
@@ -144,8 +148,9 @@ def _log_step(trainer: Trainer, result: StepResult) -> None:
     )
 
 
-def run_info(trainer: Trainer) -> dict[str, Any]:
-    """What this run actually uses, for run.json: device, resolved precision, threads, library versions."""
+def run_info(trainer: Trainer, sandbox: dict[str, str] | None = None) -> dict[str, Any]:
+    """What this run actually uses, for run.json: device, resolved precision, threads, library versions, and the
+    reward sandbox where user code runs in a worker (its line and the mechanism of each limit)."""
     import torch
     import transformers
 
@@ -167,6 +172,7 @@ def run_info(trainer: Trainer) -> dict[str, Any]:
         "parameters": n_params,
         "torch_threads": torch.get_num_threads(),
         "versions": versions,
+        **({"sandbox": {"line": sandbox_line(sandbox), **sandbox}} if sandbox is not None else {}),
     }
 
 

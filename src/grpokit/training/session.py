@@ -56,7 +56,12 @@ def reward_sandbox(cfg: Config) -> SandboxLimits:
     r = cfg.reward
     places = [cfg.data.task, cfg.data.eval_data, cfg.train.output_dir or cfg.train.out]
     data_and_run = [os.path.abspath(p) for p in places if p and os.path.exists(p)]
-    return SandboxLimits(read=r.sandbox_read, readable=(*data_and_run, *r.sandbox_readable), env=tuple(r.sandbox_env))
+    return SandboxLimits(
+        read=r.sandbox_read,
+        readable=(*data_and_run, *r.sandbox_readable),
+        env=tuple(r.sandbox_env),
+        python_only=bool(r.sandbox_python_only),
+    )
 
 
 @dataclass
@@ -72,6 +77,15 @@ class Session:
     rewards: RewardManager
     data: TaskData
     agent: Agent | None = None  # multi-turn runs: tools, environment, episodes (grpokit/agents)
+
+    def sandbox_report(self) -> dict[str, str] | None:
+        """What confines this run's user code: the reward worker's sandbox report, else the tool worker's ({}
+        for a worker without a sandbox); None when no code runs in a worker (`rewards/sandbox_report.py`)."""
+        if self.rewards.isolated:
+            return self.rewards.sandbox
+        if self.agent is not None and self.agent.executor is not None:
+            return self.agent.executor.runner.enforced()
+        return None
 
     def autocast(self) -> contextlib.AbstractContextManager:
         return autocast_ctx(self.precision, self.device)
