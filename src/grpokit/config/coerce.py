@@ -6,6 +6,7 @@ Scalar types are registered in `SCALARS`; containers and unions are taken apart 
 
 from __future__ import annotations
 
+import math
 import types
 import typing
 from collections.abc import Callable
@@ -29,9 +30,9 @@ def _to_int(value: Any, key: str) -> int:
         raise ConfigError(f"{key}={value!r} must be an integer")
     try:
         f = float(value)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise ConfigError(f"{key}={value!r} must be an integer") from None
-    if f != int(f):
+    if not math.isfinite(f) or f != int(f):
         raise ConfigError(f"{key}={value!r} must be an integer")
     return int(f)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import typing
 from typing import Any
 
@@ -13,6 +14,7 @@ import yaml
 from ..common import safe_yaml
 from .coerce import coerce
 from .errors import ConfigError
+from .ranges import as_number, check_range
 from .sections import Config
 
 RECIPE_META_KEYS = ("description", "paper", "spec")
@@ -65,7 +67,8 @@ def key_hint(key: str, valid: list[str]) -> str:
 
 
 def set_key(cfg: Config, dotted: str, value: Any) -> None:
-    """Set `section.key` (e.g. `algo.eps_high`) with type checking; unknown keys suggest the closest one."""
+    """Set `section.key` (e.g. `algo.eps_high`) with type and range checking; unknown keys suggest the closest
+    one."""
     if dotted in RENAMED_KEYS:
         new, convert = RENAMED_KEYS[dotted]
         section, name = new.split(".")
@@ -85,7 +88,12 @@ def set_key(cfg: Config, dotted: str, value: Any) -> None:
     if parts[1] not in hints or parts[1] not in {f.name for f in dataclasses.fields(section)}:
         raise ConfigError(f"unknown config key {dotted!r}.{key_hint(dotted, valid)}")
     choices = getattr(type(section), "CHOICES", {}).get(parts[1], ())  # a section's declared valid values
-    setattr(section, parts[1], coerce(value, hints[parts[1]], dotted, choices))
+    x = as_number(value)
+    if x is not None and not math.isfinite(x):  # "1e400", "inf", "nan": out of every range, refused before int()
+        check_range(dotted, value)
+    value = coerce(value, hints[parts[1]], dotted, choices)
+    check_range(dotted, value)  # grpokit.config.ranges: before anything is built
+    setattr(section, parts[1], value)
 
 
 def apply_mapping(cfg: Config, data: dict[str, Any], source: str) -> None:

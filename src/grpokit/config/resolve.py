@@ -1,6 +1,7 @@
-"""Resolving a built config: derived values filled (VAPO's alpha, constant-norm's L, overlong cache as a fraction),
-each chosen component's parameters bound, then every value checked; the first bad one is one ConfigError naming
-the key, the value and the fix. Cross-field checks live in `grpokit.config.checks`."""
+"""Resolving a built config: every numeric value checked against its range (`grpokit.config.ranges`), derived values
+filled (VAPO's alpha, constant-norm's L, overlong cache as a fraction), each chosen component's parameters bound,
+then every other value checked; the first bad one is one ConfigError naming the key, the value and the fix.
+Cross-field checks live in `grpokit.config.checks`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from ..parallel.sharding import SHARDINGS
 from ..run.trackers import TRACKERS
 from .errors import ConfigError
 from .keys import deprecation_notes, did_you_mean
+from .ranges import check_ranges
 from .sections import Config
 
 VAPO_ALPHA_TIMES_LMAX = 50.0
@@ -54,18 +56,9 @@ def check_monitor(cfg: Config) -> None:
 
 
 def value_checks(cfg: Config) -> list[tuple[str, bool, str]]:
-    """(key, holds, fix) for each single-value check."""
-    r, t, c, max_new = cfg.rollout, cfg.train, cfg.critic, cfg.rollout.max_new_tokens
+    """(key, holds, fix) for each single-value check beyond its numeric range (`grpokit.config.ranges`)."""
+    t, c, max_new = cfg.train, cfg.critic, cfg.rollout.max_new_tokens
     return [
-        ("rollout.group_size", r.group_size >= 1, "use 2 or more samples per prompt"),
-        ("rollout.prompts_per_step", r.prompts_per_step >= 1, "use 1 or more"),
-        ("rollout.max_new_tokens", max_new >= 1, "use 1 or more"),
-        ("rollout.temperature", r.temperature > 0, "use a positive temperature"),
-        ("train.steps", t.steps >= 0, "use 0 or more"),
-        ("train.lr", t.lr > 0, "use a positive learning rate"),
-        ("train.ppo_epochs", t.ppo_epochs >= 1, "use 1 or more"),
-        ("train.mini_batches", t.mini_batches >= 1, "use 1 or more"),
-        ("train.micro_batch_size", t.micro_batch_size >= 1, "use 1 or more"),
         ("train.lr_schedule", t.lr_schedule in LR_SCHEDULES, "use " + " or ".join(LR_SCHEDULES.names())),
         ("train.sharding", t.sharding in SHARDINGS, "use " + " or ".join(SHARDINGS.names())),
         (
@@ -78,7 +71,6 @@ def value_checks(cfg: Config) -> list[tuple[str, bool, str]]:
             cfg.model.precision in PRECISION_CHOICES,
             "use " + ", ".join(PRECISION_CHOICES),
         ),
-        ("reward.max_fail_frac", 0 <= cfg.reward.max_fail_frac <= 1, "use a fraction in [0, 1]"),
         (
             "reward.sandbox_read",
             cfg.reward.sandbox_read in ("limited", "all"),
@@ -90,21 +82,12 @@ def value_checks(cfg: Config) -> list[tuple[str, bool, str]]:
             f"use a list of {', '.join(TRACKERS.primary())} (or [] for none)",
         ),
         ("critic.kind", c.kind in CRITIC_KINDS, "use " + ", ".join(CRITIC_KINDS.names())),
-        ("critic.lr", c.lr > 0, "use a positive learning rate"),
-        ("critic.max_grad_norm", c.max_grad_norm > 0, "use a positive norm"),
-        ("critic.pretrain_max_steps", c.pretrain_max_steps >= 0, "use 0 (off) or more"),
-        ("critic.pretrain_patience", c.pretrain_patience >= 1, "use 1 or more"),
-        ("critic.pretrain_epochs", c.pretrain_epochs >= 1, "use 1 or more"),
         (
             "critic.model",
             c.model is None or (c.kind in CRITIC_KINDS and CRITIC_KINDS[c.kind].own_trunk),
             "critic.model is read only with critic.kind=model: set that too, or drop critic.model",
         ),
-        ("agent.max_turns", cfg.agent.max_turns >= 1, "use 1 or more policy turns per episode"),
-        ("agent.max_episode_tokens", cfg.agent.max_episode_tokens >= 0, "use 0 (the model's context) or more"),
         ("agent.tool_format", cfg.agent.tool_format in ("auto", "hermes", "template"), "use auto, hermes or template"),
-        ("agent.tool_timeout_s", cfg.agent.tool_timeout_s > 0, "use a positive number of seconds"),
-        ("agent.tool_result_max_chars", cfg.agent.tool_result_max_chars >= 1, "use 1 or more"),
         (
             "algo.overlong_cache",
             not cfg.algo.soft_overlong or 0 < cfg.algo.overlong_cache <= max_new,
@@ -140,6 +123,7 @@ def resolve_config(cfg: Config) -> Config:
     rest become `cfg.warnings`."""
     from .checks import run_checks
 
+    check_ranges(cfg)  # first: derived values divide by some of them
     _gpg_threshold_alone(cfg)
     fill_derived(cfg)
     bind_components(cfg)
