@@ -60,7 +60,7 @@ class Numerical(Detector):
             return True, self.new_alert(
                 step,
                 "critical",
-                "non-finite gradient (step skipped)",
+                "non-finite gradient: the gradient norm is NaN or infinite",
                 {"nonfinite_grad": 1},
                 "lower the learning rate; use fp32",
                 ["train.lr*=0.5"],

@@ -140,6 +140,12 @@ def canonicalise(raw: RawRows, mapper: Mapper) -> tuple[list[dict[str, float]], 
         if mapper is not identity_mapper:
             _flag_nonfinite(row, raw[step], name_map, available)
         rows.append(row)
+    # where a log sets a flag, its other rows hold 0 where their signal was finite (NaN where it was not logged)
+    for signal, flag in NONFINITE_FLAGS.items():
+        if flag in available:
+            for row in rows:
+                if math.isnan(row.get(flag, NAN)):
+                    row[flag] = 0.0 if math.isfinite(row.get(signal, NAN)) else NAN
     return rows, available, raw_names
 
 

@@ -111,6 +111,7 @@ def trl_console_segments(text: str) -> list[tuple[RawRows, list[str]]]:
     progress bar's total changes, or when the step goes back."""
     seg = _Segmenter()
     bar: tuple[int, int] | None = None
+    unreadable = 0  # printed dicts that do not parse
     for raw_line in text.replace("\r", "\n").splitlines():
         line = ANSI_ESCAPE.sub("", raw_line)
         m = TRL_DICT.search(line)
@@ -121,6 +122,8 @@ def trl_console_segments(text: str) -> list[tuple[RawRows, list[str]]]:
         if not m:
             continue
         d = dict_at(line, m.start())
+        if d is None:
+            unreadable += 1
         if d is None or "train_runtime" in d:
             if d is not None:
                 seg.close()  # the end-of-training summary closes a run
@@ -133,4 +136,10 @@ def trl_console_segments(text: str) -> list[tuple[RawRows, list[str]]]:
             seg.add_train(d, step, this_total)
         bar = None
     seg.close()
+    if unreadable:  # said, never dropped silently: a run whose every row failed to parse is not "no step logged"
+        note = f"{unreadable} printed metric dict(s) could not be read and were skipped"
+        if seg.segments:
+            seg.segments[-1][1].append(note)
+        else:
+            seg.segments.append(({}, [note]))
     return seg.segments

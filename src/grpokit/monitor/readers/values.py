@@ -80,17 +80,45 @@ def dict_end(line: str, start: int) -> int | None:
     return None
 
 
+# the bare names Python (`nan`, `inf`), JavaScript/JSON (`NaN`, `Infinity`) and others print for non-finite floats
+_NONFINITE_NAMES = {"nan": math.nan, "inf": math.inf, "infinity": math.inf}
+_PARSE_ERRORS = (ValueError, SyntaxError, TypeError, MemoryError, RecursionError)
+
+
+class _NonFiniteNames(ast.NodeTransformer):
+    """Turns the bare names of non-finite floats into float constants; any other name is left for `literal_eval`
+    to refuse."""
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        value = _NONFINITE_NAMES.get(node.id.lower())
+        return node if value is None else ast.copy_location(ast.Constant(value), node)
+
+
+def literal_with_nonfinite(text: str) -> Any:
+    """A Python literal that may hold bare `nan`, `inf`, `-inf`, `NaN`, `Infinity` (how Python's and JavaScript's
+    printers write non-finite floats: transformers prints `{'loss': 0.0, 'grad_norm': nan}` on a NaN gradient).
+    `ast.literal_eval` alone refuses those names and `json.loads` refuses `nan`; here they become floats and the
+    tree is still evaluated by `literal_eval`, so nothing but literals is ever evaluated. Raises what
+    `literal_eval` raises on anything else."""
+    tree = ast.parse(text.strip(), mode="eval")
+    return ast.literal_eval(_NonFiniteNames().visit(tree))
+
+
 def dict_at(line: str, start: int) -> dict[str, Any] | None:
-    """The Python/JSON dict starting at `start` in a line (None if it does not parse)."""
+    """The Python/JSON dict starting at `start` in a line (None if it does not parse); bare non-finite floats
+    (`nan`, `inf`, `-inf`, `NaN`, `Infinity`) read as floats."""
     end = dict_end(line, start)
     if end is None:
         return None
     chunk = line[start : end + 1]
     try:
         obj = ast.literal_eval(chunk)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+    except _PARSE_ERRORS:
         try:
-            obj = json.loads(chunk)
-        except (json.JSONDecodeError, RecursionError):
-            obj = None
+            obj = literal_with_nonfinite(chunk)
+        except _PARSE_ERRORS:
+            try:
+                obj = json.loads(chunk)
+            except (json.JSONDecodeError, RecursionError):
+                obj = None
     return obj if isinstance(obj, dict) else None
