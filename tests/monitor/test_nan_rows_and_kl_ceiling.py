@@ -1,5 +1,6 @@
-"""Issue 40's log defects, each on a TRL console log of the shape that showed it: rows whose printed dict holds a
-bare `nan` (dropped whole before: `ast.literal_eval` and `json.loads` both refuse it)."""
+"""Issue 40's two log defects, each on a TRL console log of the shape that showed it: rows whose printed dict holds a
+bare `nan` (dropped whole before: `ast.literal_eval` and `json.loads` both refuse it), and a KL blow-up in the first
+logged row (excused as an "offset" before)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from grpokit.monitor.detectors.kl_drift import KLDrift
 from grpokit.monitor.doctor import diagnose
 from grpokit.monitor.readers import read_run
 from grpokit.monitor.readers.values import dict_at
@@ -138,3 +140,38 @@ def test_a_printed_dict_that_cannot_be_read_is_said_not_dropped_silently(tmp_pat
     assert "1 printed metric dict(s) could not be read and were skipped" in log.notes
     only_bad = trl_console(tmp_path / "all_bad.log", [grpo_row(n, kl="tensor(0.1)") for n in range(1, 4)])
     assert "3 printed metric dict(s) could not be read and were skipped" in diagnose(only_bad)["notes"]
+
+
+# ------------------------------------------------------------------------------------- KL beyond any offset
+
+
+def test_kl_above_the_ceiling_at_the_first_row_is_critical_at_once() -> None:
+    det = KLDrift()
+    alert = det.observe(10, {"kl_ref/k3": 10832.9})
+    assert alert is not None and (alert.severity, alert.step, alert.fired_at) == ("critical", 10, 10)
+    assert alert.evidence == {"kl": 10832.9, "ceiling": 10.0, "signal": "kl_ref/k3"}
+    assert "first logged row" in alert.message
+    # a first KL above kl_max but under the ceiling is still an offset (a teacher reference): judged against 3x it
+    det = KLDrift()
+    assert det.observe(1, {"kl_ref/k1": 0.55}) is None and det.observe(2, {"kl_ref/k1": 1.6}) is None
+    assert det.observe(3, {"kl_ref/k1": 1.7}) is not None  # above 3 x 0.55
+
+
+def test_doctor_flags_a_first_row_kl_blow_up_logged_every_10_steps(tmp_path: Path) -> None:
+    """The TRL + LoRA run of issue 40: kl 10,832.9, loss 1,083 and grad_norm 4.2e5 at step 10 (logging every 10
+    steps, beta 0.1), then falling (the author switched the KL term off)."""
+    kls = [10832.9, 2210.4, 812.0, 95.3, 12.1, 3.2]
+    norms = [4.2e5, 9.1e4, 2.3e4, 3.1e3, 410.0, 55.0]
+    rows = [grpo_row(10 * (i + 1), f"{0.1 * k:.2f}", f"{g}", f"{k}") for i, (k, g) in enumerate(zip(kls, norms))]
+    rc, diag = doctor_json(trl_console(tmp_path / "lora_kl.log", rows, every=10, total=100))
+    assert rc == 1 and diag["logging_interval"] == 10
+    (kl,) = alerts_of(diag, "KL drift")
+    assert (kl["severity"], kl["step"], kl["fired_at"]) == ("critical", 10, 10)
+    assert kl["evidence"] == {"kl": 10832.9, "ceiling": 10.0, "signal": "kl_ref/k3"}
+    (num,) = alerts_of(diag, "numerical trouble")
+    assert num["step"] == 10 and num["evidence"] == {"grad_norm": 4.2e5, "ceiling": 1e5}
+    # the ceiling adds nothing to a healthy log of the same shape: KL 0.05 at the first row (step 10), then rising
+    # by 0.005 a row to 0.145
+    rows = [grpo_row(10 * n, f"{0.004 * n:.3f}", "0.35", f"{0.05 + 0.005 * (n - 1):.3f}") for n in range(1, 21)]
+    rc, diag = doctor_json(trl_console(tmp_path / "healthy.log", rows, every=10))
+    assert rc == 0 and diag["steps"] == 20 and not any(a["severity"] != "info" for a in diag["alerts"]), diag["alerts"]

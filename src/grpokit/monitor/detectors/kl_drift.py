@@ -22,10 +22,18 @@ class KLDrift(Windowed):
     the policy is its reference, so the reference is something else: a teacher, as in verl on-policy-distillation
     recipes that load the teacher as the reference model (KL 0.55 at step 1, 0.46-0.72 after), or the log starts
     late). Then the bar is `growth` x that first value instead of `kl_max`: KL 0.83 -> 16.9 is drift, 0.55 -> 0.7 is
-    not."""
+    not.
+
+    No offset excuses a KL above `kl_abs_max` (10 nats per token): that is critical at any row, the first included
+    (a TRL + LoRA run logged KL 10,833 at its first row, step 10). Every KL this detector reads is a per-token mean
+    (docs/math.md §17.3), and 10 is beyond any sane run: grpokit and verl clamp each token's k3 at 10 (§16), so a
+    mean above 10 is more than a single token may report there; a mean k1 of 10 puts the sampled tokens e^10 ~
+    22,000x likelier under the policy than under the reference (the policy has left the reference's support); and
+    in the corpus the highest KLs of runs still learning are a teacher reference's 0.55-0.72 and a one-row spike of
+    2.9, while its blow-ups pass 10 (17, 280, 1034)."""
 
     name, mode = "kl_drift", "KL drift"
-    kl_max, growth, kl_floor, min_kl, window = 0.5, 3.0, 0.01, 0.1, 10
+    kl_max, growth, kl_floor, min_kl, window, kl_abs_max = 0.5, 3.0, 0.01, 0.1, 10, 10.0
     keys = (mn.KL_REF_K3, mn.KL_REF_K1, mn.ACTOR_KL_LOSS)
     requires = (keys,)
 
@@ -33,7 +41,8 @@ class KLDrift(Windowed):
         super().__init__(context, **params)
         self.rewards = StepWindow(self.window)
         self.dominates = StepWindow(self.window)
-        self.first_kl = math.nan  # the first logged KL (an offset when already above kl_max)
+        self.first_kl = math.nan  # the first logged KL (an offset when above kl_max, up to kl_abs_max)
+        self.first_step: int | None = None
 
     def _track(self, step: int, m: dict[str, Any]) -> tuple[float, float, float]:
         """Record the reward and whether the KL penalty outweighs the policy-gradient term; returns (KL
@@ -52,7 +61,8 @@ class KLDrift(Windowed):
         return coef, kl_loss, pg_scale
 
     def _drift(self, step: int, key: str) -> Alert | None:
-        """KL above `kl_max` (critical), or growing `growth`-fold over the window above the floors (warning)."""
+        """KL above `kl_abs_max` (critical at once, any row), above `kl_max` or the offset's bar (a warning, critical
+        when held), or growing `growth`-fold over the window above the floors (warning)."""
         vals = self.vals()
         last = vals[-1]
         fix = (
@@ -61,7 +71,15 @@ class KLDrift(Windowed):
             "reference (algo.reference=ema)"
         )
         actions = [] if self.context.get("kl_controller") == "adaptive" else ["algo.kl_controller=adaptive"]
-        offset = self.first_kl > self.kl_max
+        if last > self.kl_abs_max:
+            ev = {"kl": round(last, 4), "ceiling": self.kl_abs_max, "signal": key}
+            where = " at the first logged row, too large to be an offset" if step == self.first_step else ""
+            msg = (
+                f"KL to the reference {last:.4g} is beyond any healthy scale (above {self.kl_abs_max:g} nats per "
+                f"token){where}: the policy has left the reference's support"
+            )
+            return self.new_alert(step, "critical", msg, ev, fix, actions)
+        offset = self.kl_max < self.first_kl <= self.kl_abs_max
         bar = self.growth * self.first_kl if offset else self.kl_max
         if last > bar:
             ev = {"kl": round(last, 4), "signal": key}
@@ -119,6 +137,6 @@ class KLDrift(Windowed):
         if key is None:
             return self.active, None
         if math.isnan(self.first_kl):
-            self.first_kl = self.values.items[-1][1]
+            self.first_step, self.first_kl = self.values.items[-1]
         alert = self._drift(step, key) or self._penalty_dominates(step, coef, kl_loss, pg_scale)
         return (True, alert) if alert is not None else (False, None)
