@@ -30,13 +30,14 @@ class PromptLimit:
     source: str  # e.g. "data.max_prompt_tokens=512" or "model context 2048 - rollout.max_new_tokens 48"
     on_long: str = "skip"  # skip | error
     skipped: dict[str, list[str]] = field(default_factory=dict)  # split -> ids of skipped examples
+    first: str = ""  # the first skipped example, as `Example.where` names it (its file and line)
 
     def summary(self) -> str | None:
         """One line counting the skipped prompts, or None when none were skipped."""
         if not any(self.skipped.values()):
             return None
         parts = [f"{len(ids)} {split}" for split, ids in self.skipped.items() if ids]
-        first = next(ids[0] for ids in self.skipped.values() if ids)
+        first = self.first or next(ids[0] for ids in self.skipped.values() if ids)
         return (
             f"data: skipped {' and '.join(parts)} prompts longer than {self.tokens} tokens ({self.source}; first: "
             f"{first}); set data.on_long_prompt=error to stop instead"
@@ -86,6 +87,7 @@ def encode_prompts(
     kept: list[Example] = []
     ids_out: list[list[int]] = []
     skipped: list[str] = []
+    first = ""  # the first prompt skipped: where it is and how long
     for ex in examples:
         text = render(ex)
         size = _too_long(text, tokenizer, limit)
@@ -93,22 +95,32 @@ def encode_prompts(
             assert limit is not None
             if limit.on_long == "error":
                 raise ValueError(
-                    f"{split} example {ex.id}: the prompt has {size}, over the limit of {limit.tokens} ({limit.source})"
-                    f"; shorten it, raise data.max_prompt_tokens, or set data.on_long_prompt=skip to drop such prompts"
+                    f"{ex.origin + ': ' if ex.origin else ''}{split} example {ex.id}: the prompt has {size}, over the "
+                    f"limit of {limit.tokens} ({limit.source}); shorten it, raise data.max_prompt_tokens, or set "
+                    "data.on_long_prompt=skip to drop such prompts"
                 )
+            first = first or f"{ex.where}: {size}"
             skipped.append(ex.id)
             continue
         kept.append(ex)
         ids_out.append(size)
     if limit is not None:
         limit.skipped[split] = skipped
+        limit.first = limit.first or first
         if skipped:
-            log.warning("skipped %d %s prompts over %d tokens (%s)", len(skipped), split, limit.tokens, limit.source)
+            log.warning(
+                "skipped %d %s prompts over %d tokens (%s; first: %s)",
+                len(skipped),
+                split,
+                limit.tokens,
+                limit.source,
+                first,
+            )
     if examples and not kept:
         assert limit is not None
         raise ValueError(
-            f"every {split} prompt ({len(examples)}) is longer than {limit.tokens} tokens ({limit.source}): shorten "
-            "the prompts, raise data.max_prompt_tokens, or lower rollout.max_new_tokens"
+            f"every {split} prompt ({len(examples)}) is longer than {limit.tokens} tokens ({limit.source}); the "
+            f"first: {first}. Shorten the prompts, raise data.max_prompt_tokens, or lower rollout.max_new_tokens"
         )
     return kept, ids_out
 

@@ -151,13 +151,20 @@ def record_to_example(
         if values[arg] is _MISSING:
             raise missing_key_error(source, where, key, field_names(record), arg)
     prompt, messages = parse_prompt(values["prompt_key"], source, where, prompt_key)
+    answer = answer_text(values["answer_key"]) if answer_key else ""
+    if answer_key and not answer:
+        raise ValueError(
+            f"{source}, {where}: field {answer_key!r} is empty; the rewards check completions against the reference "
+            "answer: give one or drop this record (or set data.answer_key=null if no reward needs a reference answer)"
+        )
     meta = {k: v for k, v in record.items() if k not in (prompt_key, answer_key, "id")}
     rid = record.get("id")
     return Example(
         prompt=prompt,
-        answer=answer_text(values["answer_key"]) if answer_key else "",
+        answer=answer,
         meta=meta,
         id=str(rid) if rid is not None else default_id,
         columns=dict(record),
         messages=messages,
+        origin=f"{source}, {where}",
     )

@@ -9,7 +9,7 @@ import threading
 
 from math_verify import parse, verify
 
-from ..data.example import Example
+from ..data.example import Example, preview
 
 PARSE_TIMEOUT_S = 5
 
@@ -26,7 +26,7 @@ def math_verify_reward(completions: list[str], examples: list[Example]) -> list[
         if ex.answer not in golds:
             golds[ex.answer] = parse(ex.answer, parsing_timeout=t)
             if not golds[ex.answer]:
-                raise ValueError(f"math_verify: cannot parse the reference answer {ex.answer!r} of {ex.id!r}")
+                raise ValueError(f"math_verify: cannot parse the reference answer {preview(ex.answer)} of {ex.where}")
         pred = parse(text, parsing_timeout=t)
         out.append(float(bool(pred) and verify(golds[ex.answer], pred, timeout_seconds=t)))
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
-from ..data.example import Example
+from ..data.example import Example, preview
 
 # A number not glued to a preceding word/number: optional sign, digits with optional thousands commas
 # (1,234,567), optional decimals; or a bare decimal like .5. In "5-3" the minus is an operator, not a sign.
@@ -33,8 +33,8 @@ def _reference(example: Example) -> Decimal:
     ref = parse_number(example.answer.rpartition("####")[2])  # GSM8K-style "reasoning #### 42" too
     if ref is None or not ref.is_finite():
         raise ValueError(
-            f"exact_numeric: the reference answer {example.answer!r} of example {example.id!r} is not a "
-            "number; use the math_verify reward for symbolic answers"
+            f"exact_numeric: the reference answer {preview(example.answer)} of {example.where} is not a number; use "
+            "the math_verify reward for symbolic answers"
         )
     return ref
 
