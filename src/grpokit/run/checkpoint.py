@@ -19,9 +19,8 @@ model directory does not reach).
 A checkpoint is written into `checkpoints/.tmp-step_N` and renamed to `checkpoints/step_N` only when complete, so
 a crash mid-write never corrupts the last good checkpoint. Older ones beyond `keep` are removed afterwards.
 A checkpoint is read completely before anything is restored, so an unreadable one (a truncated safetensors file,
-a bad state.json, a tensor whose shape is not the model's: another model's checkpoint) changes nothing:
-`load_latest` then moves it aside to `step_N.corrupt` and falls back to the previous checkpoint, saying so in one
-line.
+a bad state.json, a tensor shaped unlike the model's) changes nothing: `load_latest` then moves it aside to
+`step_N.corrupt` and falls back to the previous checkpoint, saying so in one line.
 
 Reading a checkpoint never runs code, since one may come from elsewhere: tensors come from safetensors files,
 `optimizer.pt` is read with `torch.load(weights_only=True)` (tensors and plain data only; a pickle that would
@@ -230,20 +229,18 @@ def _read_weights(path: Path, modules: dict[str, torch.nn.Module]) -> dict[str, 
 
 
 def _check_shapes(path: Path, name: str, mod: torch.nn.Module, tensors: dict[str, torch.Tensor]) -> None:
-    """CheckpointError naming the first tensor whose shape differs from the model's, with both shapes (another
-    model's checkpoint, a transposed tensor), before anything is restored: `load_state_dict` would copy the tensors
-    that fit and then raise, leaving the model half restored."""
+    """CheckpointError naming the first tensor whose shape is not the model's, with both shapes, before anything is
+    restored (`load_state_dict` copies the tensors that fit, then raises: a half-restored model)."""
     params = {k: tuple(v.shape) for k, v in mod.state_dict().items()}
     if name == "model" and is_peft(mod) and (path / "adapter_model.safetensors").exists():
         adapter = getattr(mod, "active_adapter", "default")  # saved adapter keys lack the adapter's name
         adapter = adapter[0] if isinstance(adapter, list) else adapter
         params = {k.replace(f".{adapter}.", "."): v for k, v in params.items()}
     for key, t in tensors.items():
-        shape = params.get(key)
-        if shape is not None and shape != tuple(t.shape):
+        if params.get(key, tuple(t.shape)) != tuple(t.shape):
             raise CheckpointError(
-                f"{path.name}/{name}: {key} has shape {list(t.shape)} in the checkpoint but {list(shape)} in the "
-                "model (a checkpoint of another model, or an edited one)"
+                f"{path.name}/{name}: {key} has shape {list(t.shape)} in the checkpoint but {list(params[key])} in "
+                "the model (a checkpoint of another model, or an edited one)"
             )
 
 
