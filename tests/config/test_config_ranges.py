@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from grpokit.config import Config, ConfigError, build_config, list_recipes, resolve_config
-from grpokit.config.ranges import RANGES
+from grpokit.config.ranges import RANGES, table
 
 NUMBERS = (int, float)
 
@@ -39,12 +39,17 @@ def numeric_keys() -> list[str]:
 
 KEYS = numeric_keys()
 ABSURD = ["1e400", "-1e400", "nan", "inf", "1e300", "-1e300"]
+DOCS = Path(__file__).parents[2] / "docs" / "training.md"
 
 
 def test_every_numeric_key_has_a_range_and_every_range_a_key() -> None:
     assert len(KEYS) > 90
     assert sorted(set(KEYS) - set(RANGES)) == []
     assert sorted(set(RANGES) - set(KEYS)) == []
+
+
+def test_the_ranges_in_the_docs_are_the_ranges_checked() -> None:
+    assert table() in DOCS.read_text()
 
 
 @pytest.mark.parametrize("key", KEYS)
@@ -68,6 +73,7 @@ def test_an_absurd_value_of_any_numeric_key_is_one_error_naming_key_value_and_ra
         ("train.seed=-1", "train.seed=-1 is invalid: use 0 or more (at most 4294967295)"),  # numpy's seed range
         ("rollout.eval_temperature=0", "rollout.eval_temperature=0.0 is invalid: use > 0 (at most 100)"),
         ("reward.weights=[1, 1e9]", "reward.weights=[1.0, 1000000000.0] is invalid (each weight: use a value in "),
+        ("train.adam_beta2=1", "train.adam_beta2=1.0 is invalid: use a value in [0, 1)"),  # Adam would divide by 0
     ],
 )
 def test_the_probes_of_the_issue_are_refused_with_their_range(override: str, message: str) -> None:

@@ -5,8 +5,8 @@ model, a tokenizer or a batch is built: `rollout.group_size=1000000000 is invali
 A range has a natural side (a count is 1 or more, a fraction lies in [0, 1], a temperature is > 0) and, where the
 key has none, a sanity cap: far beyond any run anyone trains (DAPO samples 16 per prompt, long-CoT runs 32k tokens
 per response), short of the values that overflow (`1e400`), exhaust memory (10^9 samples a step) or mean "never"
-(a 10^308-second timeout). Infinity and NaN are outside every range. Each range is listed here, once; docs/training.md
-points here.
+(a 10^308-second timeout). Infinity and NaN are outside every range. Each range is set here, once; docs/training.md
+lists them (`table()`, a test holds the two equal).
 """
 
 from __future__ import annotations
@@ -20,36 +20,43 @@ from .errors import ConfigError
 BIG = 10_000_000  # step, token and example counts
 TOKENS = 1_048_576  # tokens of one response or episode part (2^20)
 DAY_S = 86_400.0  # longest timeout: a day
-HUGE = 1_000_000.0  # loss coefficients and clip bounds: far past any published value (largest: a ratio cap of 10)
+HUGE = 1_000_000.0  # loss coefficients, clip bounds, reward weights: far past any published value
 
 
 @dataclass(frozen=True)
 class Range:
-    """[low, high] (`low_open`: (low, high]); `interval` words the error as "a value in [low, high]" (both ends
-    meaningful) rather than "low or more (at most high)" (a natural floor and a sanity cap); `zero` says what 0
-    means; `note` ends the message (e.g. ", or null for no cap")."""
+    """[low, high], or open at an end (`low_open`, `high_open`). `interval` words the error as "a value in
+    [low, high]" (both ends meaningful) rather than "low or more (at most high)" (a natural floor and a sanity
+    cap); `zero` says what 0 means; `note` ends the message (e.g. ", or null for no cap"); `words` replaces it all."""
 
     low: float
     high: float
     low_open: bool = False
+    high_open: bool = False
     interval: bool = False
     zero: str = ""
     note: str = ""
-    words: str = ""  # the whole fix, when the ends need words of their own
+    words: str = ""
 
     def holds(self, x: float) -> bool:
         if math.isnan(x):
             return False
-        return (x > self.low if self.low_open else x >= self.low) and x <= self.high
+        return (x > self.low if self.low_open else x >= self.low) and (
+            x < self.high if self.high_open else x <= self.high
+        )
+
+    def text(self) -> str:
+        """The range as an interval: [0, 1), (0, 86400]."""
+        return f"{'(' if self.low_open else '['}{_num(self.low)}, {_num(self.high)}{')' if self.high_open else ']'}"
 
     def fix(self) -> str:
         if self.words:
             return self.words
         lo, hi = _num(self.low), _num(self.high)
         if self.interval:
-            return f"use a value in {'(' if self.low_open else '['}{lo}, {hi}]{self.note}"
+            return f"use a value in {self.text()}{self.note}"
         floor = f"> {lo}" if self.low_open else f"{lo}{f' ({self.zero})' if self.zero else ''} or more"
-        return f"use {floor} (at most {hi}){self.note}"
+        return f"use {floor} ({'below' if self.high_open else 'at most'} {hi}){self.note}"
 
 
 def _num(x: float) -> str:
@@ -73,7 +80,7 @@ RANGES: dict[str, Range] = {
     # model
     "model.lora_r": R(0, 4096, zero="no LoRA"),
     "model.lora_alpha": R(1, 65536),
-    "model.lora_dropout": R(0, 1, interval=True, note=" (1 would drop every activation)"),
+    "model.lora_dropout": R(0, 1, high_open=True, interval=True),
     # data
     "data.train_size": R(1, 1_000_000_000, note=", or null for all"),
     "data.eval_size": R(1, BIG),
@@ -151,8 +158,8 @@ RANGES: dict[str, Range] = {
     "train.lr": positive(1e9),  # tests blow a run up with 1e8
     "train.warmup_steps": R(0, BIG),
     "train.weight_decay": R(0, 100),
-    "train.adam_beta1": R(0, 1, interval=True),
-    "train.adam_beta2": R(0, 1, interval=True),
+    "train.adam_beta1": R(0, 1, high_open=True, interval=True),  # 1: Adam's bias correction divides by 0
+    "train.adam_beta2": R(0, 1, high_open=True, interval=True),
     "train.max_grad_norm": positive(1e12),
     "train.ppo_epochs": R(1, 1000),
     "train.mini_batches": R(1, 65536),
@@ -209,6 +216,15 @@ def check_range(key: str, value: Any) -> None:
             shown = value if isinstance(value, str) else repr(value)
             what = f" (each weight: {r.fix()})" if isinstance(value, list) else f": {r.fix()}"
             raise ConfigError(f"{key}={shown} is invalid{what}")
+
+
+def table() -> str:
+    """The ranges as the Markdown table rows of docs/training.md (one row per section; a test holds them equal)."""
+    rows: dict[str, list[str]] = {}
+    for key, r in RANGES.items():
+        section, name = key.split(".")
+        rows.setdefault(section, []).append(f"`{name}` {r.text()}")
+    return "\n".join(f"| `{section}` | {', '.join(items)} |" for section, items in rows.items())
 
 
 def check_ranges(cfg: Any) -> None:
