@@ -4,11 +4,7 @@ Isolation: the built-ins that cannot hang (`exact_numeric`, `format`, `countdown
 cost) are called in-process; `math_verify` (sympy can hang), `code_exec` and every user reward
 (`module:function` or a function) run in one long-lived, sandboxed worker process per manager (no network,
 memory/CPU/process/open-file limits, writes only in a private directory: `sandbox.py`), a fresh interpreter
-started when the manager is built, killed when a call passes `timeout_s` or breaks a limit and started again
-for the next call (see `isolation.py`). Measured on 2 CPU cores with 32 completions: exact_numeric + format
-0.5 ms, countdown 0.8 ms in-process; a worker round trip takes 0.2 ms per reward call, sandboxed or not; a
-worker starts in 80-100 ms (its own interpreter, plus ~25 ms for the sandbox; `bench/reward_sandbox.py`);
-math_verify itself takes 25-35 ms; code_exec ~15-25 ms per program.
+started with the manager, replaced when a call passes `timeout_s` or breaks a limit (`isolation.py`).
 `isolation="process"` sends every reward function to the worker, `"inline"` none (no timeout then).
 A reward model (a spec that is a local sequence-classification model directory, `reward_model.py`) is trusted
 weights read with safetensors only and is always scored in this process, on `model_device`, in any isolation mode.
@@ -65,6 +61,7 @@ from .reward_model import CONVENTION as REWARD_MODEL
 from .reward_model import RewardModel, check_model_device, is_reward_model_spec
 from .sandbox import SandboxLimits
 from .signature import AdaptedReward, CallContext, adapt
+from .spec_names import display_name, spec_text
 from .values import MAX_ABS_VALUE, batch_metrics, check_value, shape_message
 
 log = logging.getLogger(__name__)
@@ -96,21 +93,6 @@ class _Reward:
 def _failure_kind(e: Exception) -> str:
     """The failure kind of a reward call that raised `e` (one of `_CALL_FAILURES`): timeout, sandbox or exception."""
     return next(kind for cls, kind in _CALL_FAILURE_KINDS.items() if isinstance(e, cls))
-
-
-def _spec_text(entry: str | RewardFn) -> str:
-    if isinstance(entry, str):
-        return entry
-    if callable(entry):
-        name = getattr(entry, "__qualname__", None) or getattr(entry, "__name__", None) or type(entry).__name__
-        return f"{getattr(entry, '__module__', '?')}:{name}"
-    raise TypeError(f"a reward is a name, a 'module:function' string or a function, got {entry!r}")
-
-
-def _display_name(spec: str, taken: set[str]) -> str:
-    """The function's own name (`brevity` for `__main__:make.<locals>.brevity`), the full spec when taken."""
-    name = spec.rpartition(":")[2].rpartition(".")[2] if ":" in spec else spec
-    return spec if name in taken else name
 
 
 class RewardManager:
@@ -183,7 +165,7 @@ class RewardManager:
     def _reward(self, entry: str | RewardFn, weight: float, isolation: str) -> _Reward:
         """One (reward, weight) pair checked. A spec that runs in the worker is only checked by its text here:
         the worker imports it (`ProcessRunner`), so a reward module's code never runs in the trainer."""
-        spec = _spec_text(entry)
+        spec = spec_text(entry)
         if any(r.spec == spec for r in self.rewards):
             raise ValueError(f"reward {spec!r} is listed twice; give it once with the summed weight")
         if not math.isfinite(float(weight)):
@@ -196,7 +178,7 @@ class RewardManager:
             return _Reward(name if name not in taken else spec, spec, float(weight), model, False, REWARD_MODEL)
         untrusted = callable(entry) or is_isolated(spec)
         isolated = isolation == "process" or (isolation == "auto" and untrusted)
-        name = _display_name(spec, taken)
+        name = display_name(spec, taken)
         if callable(entry) or not isolated:  # a function given, or a spec run in-process (built-ins, "inline")
             fn = adapt(entry if callable(entry) else load_reward(spec))
             return _Reward(name, spec, float(weight), fn, isolated, fn.convention)
@@ -204,15 +186,15 @@ class RewardManager:
         return _Reward(name, spec, float(weight), None, isolated)
 
     def _check_sandbox(self, timeout: float) -> None:
-        """Wait for the worker's sandbox report; ValueError (the worker's one line) where it refuses user code
-        because only Python-level checks could confine it (`SandboxLimits.python_only`)."""
+        """ValueError (the worker's one line) where its sandbox refuses user code (`SandboxLimits.python_only`);
+        a sandbox that cannot be set up fails each call instead, naming the reason."""
         try:
             self._process.enforced(timeout)
         except SandboxRefusedError as e:
             self.close()
             raise ValueError(str(e)) from None
-        except RewardCallError:  # a sandbox that cannot be set up fails each call instead, naming the reason
-            return
+        except RewardCallError:
+            pass
 
     def _take_load_report(self, timeout: float) -> None:
         """Wait for the worker to import the specs it resolves; record their conventions, or close the worker and
