@@ -135,3 +135,18 @@ def test_every_recipe_and_the_range_ends_are_accepted(recipe: str) -> None:
         cfg = build_config(recipe, overrides=[*ends[1:], "algo.advantage=reinforce_pp"])
         assert (cfg.rollout.group_size, cfg.train.steps, cfg.reward.timeout_s) == (1, 0, 86400.0)
         assert build_config(recipe, overrides=ends[:1]).rollout.group_size == 4096
+
+
+def test_a_grad_norm_of_zero_means_no_clipping_as_in_trl() -> None:
+    """TRL (transformers' Trainer) reads max_grad_norm=0 as "do not clip": accepted, and an optimizer step then
+    measures the norm and leaves the gradient as it is (a clip at 0 used to scale every gradient to zero)."""
+    import torch
+
+    from grpokit.training.critic import CriticOptimizer
+
+    cfg = resolve_config(build_config(overrides=["train.max_grad_norm=0", "critic.max_grad_norm=0"]))
+    assert cfg.train.max_grad_norm == 0.0 and cfg.critic.max_grad_norm == 0.0
+    layer = torch.nn.Linear(2, 1, bias=False)
+    opt = CriticOptimizer(layer, cfg.critic)  # type: ignore[arg-type]
+    layer.weight.grad = torch.tensor([[30.0, 40.0]])
+    assert opt.step() == 50.0 and layer.weight.grad.tolist() == [[30.0, 40.0]]

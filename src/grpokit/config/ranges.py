@@ -160,7 +160,7 @@ RANGES: dict[str, Range] = {
     "train.weight_decay": R(0, 100),
     "train.adam_beta1": R(0, 1, high_open=True, interval=True),  # 1: Adam's bias correction divides by 0
     "train.adam_beta2": R(0, 1, high_open=True, interval=True),
-    "train.max_grad_norm": positive(1e12),
+    "train.max_grad_norm": R(0, 1e12, zero="no clipping, as in TRL and transformers' Trainer"),
     "train.ppo_epochs": R(1, 1000),
     "train.mini_batches": R(1, 65536),
     "train.micro_batch_size": R(1, TOKENS),
@@ -175,7 +175,7 @@ RANGES: dict[str, Range] = {
     "train.autopilot_max_interventions": R(0, 1_000_000),
     # critic
     "critic.lr": positive(1e9),
-    "critic.max_grad_norm": positive(1e12),
+    "critic.max_grad_norm": R(0, 1e12, zero="no clipping"),
     "critic.warmup_steps": R(0, BIG),
     "critic.weight_decay": R(0, 100),
     "critic.mlp_hidden": R(1, 65536),

@@ -105,7 +105,7 @@ class CriticOptimizer:
 
     def step(self) -> float:
         """Clip, step (skipped on a non-finite gradient) and advance the schedule; returns the gradient norm."""
-        norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.max_grad_norm)
+        norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.max_grad_norm or math.inf)  # 0: no clipping
         if torch.isfinite(norm):
             self.optimizer.step()
         self.scheduler.step()

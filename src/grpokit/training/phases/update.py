@@ -197,7 +197,7 @@ def _mini_batch(
     agg = mean_dicts(mets)
     if train_policy:
         params = [p for g in state.optimizer.param_groups for p in g["params"]]
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, state.train.max_grad_norm)
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, state.train.max_grad_norm or math.inf)  # 0: no clipping
         if state.sharding is not None:
             grad_norm = state.sharding.grad_norm(grad_norm)
         if torch.isfinite(grad_norm):
