@@ -16,7 +16,8 @@ class Saturation(Windowed):
     """Converged / saturated: over `window` steps the train accuracy (or a reward known to be a 0/1 score) averages
     at or above `ceiling`, or the share of all-correct groups averages at or above `all_correct`, or the latest
     held-out accuracy is at or above `ceiling`. Not a failure of the
-    algorithm: the data is too easy for the model now, and further steps mostly do nothing."""
+    algorithm: the data is too easy for the model now, and further steps mostly do nothing. Its onset is the first
+    step at which the signal itself was at its ceiling (`since`), not the start of the window."""
 
     name, mode = "saturation", "converged / saturated"
     ceiling, all_correct, window, margin = 0.95, 0.8, 10, 0.05
@@ -61,7 +62,7 @@ class Saturation(Windowed):
         if self.eval_acc is not None:
             ev["held_out_accuracy"] = round(self.eval_acc[1], 3)
             ev["held_out_step"] = self.eval_acc[0]
-        start = min(w.first_step() for w in (self.acc, self.values) if len(w))
+        start = self.since(step, slack, acc_mean, ac_mean)
         return True, self.new_alert(
             step,
             "info",
@@ -82,3 +83,15 @@ class Saturation(Windowed):
             "itself), or move to harder data (grpokit preflight filters always-solved prompts)",
             onset=start,
         )
+
+    def since(self, step: int, slack: float, acc_mean: float, ac_mean: float) -> int:
+        """The onset: the first step at which a signal that holds now was itself at its ceiling (a row's accuracy
+        at or above `ceiling`, its all-correct share at or above `all_correct`, the held-out evaluation's step); never
+        a step where it was still below (a window mean at the ceiling always has a row at or above it)."""
+        onsets = []
+        for mean, limit, win in ((acc_mean, self.ceiling, self.acc), (ac_mean, self.all_correct, self.values)):
+            if math.isfinite(mean) and mean >= limit - slack:
+                onsets.extend(s for s, v in win.items if v >= limit - slack)
+        if self.eval_acc is not None and self.eval_acc[1] >= self.ceiling - slack:
+            onsets.append(self.eval_acc[0])
+        return min(onsets, default=step)
