@@ -90,7 +90,7 @@ def test_another_models_checkpoints_are_refused_naming_both_shapes(four_steps: P
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
     )
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
     assert p.returncode == CheckpointError.exit_code and "Traceback" not in p.stderr, p.stderr[-3000:]
