@@ -81,3 +81,14 @@ def test_the_precision_floor_follows_the_significand_bits() -> None:
     assert precision_mismatch_kl("bf16-autocast", 16.0) == pytest.approx(1.953125e-3)
     assert precision_mismatch_kl("fp16", 16.0) == pytest.approx(3.0517578125e-5)
     assert precision_mismatch_kl("fp32", 16.0) < 1e-11 and precision_mismatch_kl(None, 16.0) < 1e-11
+
+
+def test_a_grpokit_runs_precision_reaches_the_mismatch_detector() -> None:
+    """The doctor reads a grpokit run's `model.precision` from its config.yaml into the detectors' context (`auto`
+    says nothing: it resolved on the machine that ran it), so the demo's bf16 reading stays quiet there too."""
+    from grpokit.monitor.readers.grpokit_run import grpokit_context
+
+    ctx = grpokit_context({"recipe": "grpo", "model": {"precision": "bf16-autocast"}})
+    assert ctx["precision"] == "bf16-autocast" and feed(SamplerMismatch(ctx), kl_rows(0.00103)) == []
+    auto = grpokit_context({"recipe": "grpo", "model": {"precision": "auto"}})
+    assert auto.get("precision") is None and len(feed(SamplerMismatch(auto), kl_rows(0.00103))) == 1

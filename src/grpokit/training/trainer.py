@@ -102,6 +102,7 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self.on_phase: Any = None
         self.monitor_context = monitor_context(cfg)  # shared by every detector; refreshed after autopilot changes
+        self.monitor_context["precision"] = self.precision.name  # the mismatch a precision gives by rounding alone
         self.monitor = Monitor(self.monitor_context, cfg.monitor.thresholds)
         self.autopilot: Autopilot | None = None
         if cfg.train.autopilot:

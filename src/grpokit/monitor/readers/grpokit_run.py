@@ -23,6 +23,13 @@ def yaml_load(text: str) -> dict[str, Any]:
     return cfg if isinstance(cfg, dict) else {}
 
 
+def _precision(cfg: dict[str, Any]) -> str | None:
+    """`model.precision` of a grpokit config when it names one (`auto` resolves on the machine that ran it)."""
+    m = cfg.get("model") if isinstance(cfg.get("model"), dict) else {}
+    p = m.get("precision")
+    return p if isinstance(p, str) and p != "auto" else None
+
+
 def grpokit_context(cfg: dict[str, Any]) -> dict[str, Any]:
     """The detectors' context from a grpokit config (config.yaml, or the copy in TensorBoard)."""
     if not cfg:
@@ -48,6 +55,7 @@ def grpokit_context(cfg: dict[str, Any]) -> dict[str, Any]:
         "max_new_tokens": r.get("max_new_tokens"),
         "truncated_reward": a.get("truncated_reward"),
         "recipe": cfg.get("recipe"),
+        "precision": _precision(cfg),
         **agent_context(cfg),
     }
     return {k: v for k, v in ctx.items() if v is not None}
