@@ -4,6 +4,7 @@ the dict, the progress bar or the logging interval, and a printed file split int
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,10 +44,13 @@ def _dict_step(d: dict[str, Any], bar: tuple[int, int] | None) -> tuple[int | No
 
 @dataclass
 class _Segmenter:
-    """Rows of printed dicts collected into runs (see `trl_console_segments`)."""
+    """Rows of printed dicts collected into runs (see `trl_console_segments`), or handed to `sink(run index, step,
+    values)` as they come when one is given (then `segments` holds each closed run's notes, its rows empty)."""
 
     segments: list[tuple[RawRows, list[str]]] = field(default_factory=list)
     rows: RawRows = field(default_factory=dict)
+    sink: Callable[[int, int, dict[str, float]], None] | None = None
+    written: bool = False  # the current run has a row
     kind: bool | None = None  # whether the current run's rows are RL rows
     total: int | None = None  # the progress bar's total steps
     last_step: int | None = None
@@ -56,7 +60,7 @@ class _Segmenter:
 
     def close(self) -> None:
         """End the current run (if it has rows), with a note on how many steps were inferred."""
-        if self.rows:
+        if self.written:
             notes = []
             if self.inferred and not self.known:
                 notes.append(
@@ -68,14 +72,14 @@ class _Segmenter:
                     f"{self.inferred} of {self.inferred + self.known} rows had no progress bar: their step was inferred"
                 )
             self.segments.append((self.rows, notes))
-        self.rows, self.inferred, self.known, self.last_step = {}, 0, 0, None
+        self.rows, self.written, self.inferred, self.known, self.last_step = {}, False, 0, 0, None
         self.interval, self.total, self.kind = 1, None, None
 
     def add_eval(self, d: dict[str, Any], step: int | None) -> None:
         """An evaluation log: it belongs to the training step it was printed at."""
         at = step if step is not None else self.last_step
         if at is not None:
-            merge_segments(self.rows, at, numeric_items({k: v for k, v in d.items() if k != "step"}))
+            self._merge(at, numeric_items({k: v for k, v in d.items() if k != "step"}))
 
     def add_train(self, d: dict[str, Any], step: int | None, this_total: int | None) -> None:
         """A training log: a new run when rows switch between supervised and RL, the bar's total changes or the
@@ -97,10 +101,63 @@ class _Segmenter:
             self.known += 1
             if self.last_step is not None and step > self.last_step:
                 self.interval = step - self.last_step
-        merge_segments(
-            self.rows, step, numeric_items({k: v for k, v in d.items() if k not in ("step", "global_step/max_steps")})
-        )
+        self._merge(step, numeric_items({k: v for k, v in d.items() if k not in ("step", "global_step/max_steps")}))
         self.last_step = step
+
+    def _merge(self, step: int, values: dict[str, float]) -> None:
+        self.written = True
+        if self.sink is None:
+            merge_segments(self.rows, step, values)
+        else:
+            self.sink(len(self.segments), step, values)
+
+
+class TrlConsoleLines:
+    """transformers' printed output read one line at a time (`grpokit watch` reads a growing log this way; see
+    `trl_console_segments` for the rules). Rows go to `sink(run index, step, values)` when one is given (a row's
+    step may come again: an evaluation printed after it joins it), else into runs that `finish()` returns."""
+
+    def __init__(self, sink: Callable[[int, int, dict[str, float]], None] | None = None) -> None:
+        self.seg = _Segmenter(sink=sink)
+        self.bar: tuple[int, int] | None = None
+        self.unreadable = 0  # printed dicts that do not parse
+
+    def feed(self, raw_line: str) -> None:
+        """One line (carriage returns already split: a progress bar's renders are lines)."""
+        seg = self.seg
+        line = ANSI_ESCAPE.sub("", raw_line)
+        m = TRL_DICT.search(line)
+        for b in _BAR.finditer(line[: m.start()] if m else line):
+            n, t = int(b.group(1)), int(b.group(2))
+            if 1 <= n <= t:
+                self.bar = (n, t)
+        if not m:
+            return
+        d = dict_at(line, m.start())
+        if d is None:
+            self.unreadable += 1
+        if d is None or "train_runtime" in d:
+            if d is not None:
+                seg.close()  # the end-of-training summary closes a run
+            self.bar = None
+            return
+        step, this_total = _dict_step(d, self.bar)
+        if all(str(k).startswith("eval_") or k in ("epoch", "step") for k in d):
+            seg.add_eval(d, step)
+        else:
+            seg.add_train(d, step, this_total)
+        self.bar = None
+
+    def finish(self) -> list[tuple[RawRows, list[str]]]:
+        seg = self.seg
+        seg.close()
+        if self.unreadable:  # said, never dropped silently: a run whose every row failed to parse is not "no step"
+            note = f"{self.unreadable} printed metric dict(s) could not be read and were skipped"
+            if seg.segments:
+                seg.segments[-1][1].append(note)
+            else:
+                seg.segments.append(({}, [note]))
+        return seg.segments
 
 
 def trl_console_segments(text: str) -> list[tuple[RawRows, list[str]]]:
@@ -109,37 +166,7 @@ def trl_console_segments(text: str) -> list[tuple[RawRows, list[str]]]:
     training progress bar printed since the previous dict, else the previous step plus the logging interval seen
     so far (1 at first). A new run starts when rows switch between supervised (no reward) and RL, when the
     progress bar's total changes, or when the step goes back."""
-    seg = _Segmenter()
-    bar: tuple[int, int] | None = None
-    unreadable = 0  # printed dicts that do not parse
+    lines = TrlConsoleLines()
     for raw_line in text.replace("\r", "\n").splitlines():
-        line = ANSI_ESCAPE.sub("", raw_line)
-        m = TRL_DICT.search(line)
-        for b in _BAR.finditer(line[: m.start()] if m else line):
-            n, t = int(b.group(1)), int(b.group(2))
-            if 1 <= n <= t:
-                bar = (n, t)
-        if not m:
-            continue
-        d = dict_at(line, m.start())
-        if d is None:
-            unreadable += 1
-        if d is None or "train_runtime" in d:
-            if d is not None:
-                seg.close()  # the end-of-training summary closes a run
-            bar = None
-            continue
-        step, this_total = _dict_step(d, bar)
-        if all(str(k).startswith("eval_") or k in ("epoch", "step") for k in d):
-            seg.add_eval(d, step)
-        else:
-            seg.add_train(d, step, this_total)
-        bar = None
-    seg.close()
-    if unreadable:  # said, never dropped silently: a run whose every row failed to parse is not "no step logged"
-        note = f"{unreadable} printed metric dict(s) could not be read and were skipped"
-        if seg.segments:
-            seg.segments[-1][1].append(note)
-        else:
-            seg.segments.append(({}, [note]))
-    return seg.segments
+        lines.feed(raw_line)
+    return lines.finish()

@@ -25,17 +25,20 @@ def _verl_row_kind(values: dict[str, float]) -> str | None:
     return None  # a validation-only line: it joins whichever run it sits in
 
 
-def verl_console_segments(text: str) -> list[RawRows]:
-    """verl console lines grouped into runs: a new run starts when the lines switch between SFT and RL, or when
-    the step goes back (a fresh training, not a resume: verl resumes at the next step)."""
-    segments: list[RawRows] = []
-    rows: RawRows = {}
-    kind: str | None = None
-    last: int | None = None
-    for line in text.splitlines():
+class VerlConsoleLines:
+    """verl console lines read one at a time (`grpokit watch` reads a growing log this way): `feed(line)` returns
+    (run index, step, values) for a metric line, else None. A new run starts when the lines switch between SFT and
+    RL, or when the step goes back (a fresh training, not a resume: verl resumes at the next step)."""
+
+    def __init__(self) -> None:
+        self.run = 0
+        self.kind: str | None = None
+        self.last: int | None = None  # the previous metric line's step (None before the first)
+
+    def feed(self, line: str) -> tuple[int, int, dict[str, float]] | None:
         m = VERL_LINE.search(ANSI_ESCAPE.sub("", line))
         if not m:
-            continue
+            return None
         values = {}
         for part in m.group(2).split(" - "):
             key, sep, val = part.strip().rpartition(":")
@@ -43,16 +46,26 @@ def verl_console_segments(text: str) -> list[RawRows]:
             if v is not None:
                 values[key.strip()] = v
         if not values:
-            continue
+            return None
         step, k = int(m.group(1)), _verl_row_kind(values)
-        if rows and ((k is not None and kind is not None and k != kind) or (last is not None and step < last)):
-            segments.append(rows)
-            rows, kind = {}, None
-        kind = k or kind
-        merge_segments(rows, step, values)
-        last = step
-    if rows:
-        segments.append(rows)
+        if self.last is not None and ((k is not None and self.kind is not None and k != self.kind) or step < self.last):
+            self.run, self.kind = self.run + 1, None
+        self.kind = k or self.kind
+        self.last = step
+        return self.run, step, values
+
+
+def verl_console_segments(text: str) -> list[RawRows]:
+    """verl console lines grouped into runs (`VerlConsoleLines`)."""
+    segments: list[RawRows] = []
+    lines = VerlConsoleLines()
+    for line in text.splitlines():
+        row = lines.feed(line)
+        if row is not None:
+            run, step, values = row
+            if run == len(segments):
+                segments.append({})
+            merge_segments(segments[run], step, values)
     return segments
 
 
