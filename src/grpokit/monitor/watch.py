@@ -1,10 +1,14 @@
 """`grpokit watch PATH`: follow a training log while it is written and raise grpokit's alerts as the rows arrive.
 
-Any log `grpokit doctor` reads works, because a poll re-reads it with the doctor's readers: verl's console output
-or its JSONL file logger, TRL's `trainer_state.json` as checkpoints rewrite it, TensorBoard event files, OpenRLHF
-logs, grpokit run directories. Each poll feeds the rows of steps not seen yet to the detectors (in training steps,
-with the run's configuration where the log carries it). The newest row is held back while the file is still
-changing (a console line may be half written) and fed once a later step appears or the file stops changing.
+Any log `grpokit doctor` reads works, recognised by the doctor's readers: verl's console output or its JSONL file
+logger, TRL's console output or its `trainer_state.json` as checkpoints rewrite it, TensorBoard event files, OpenRLHF
+logs, grpokit run directories. A log written line by line (verl's and TRL's consoles, verl's JSONL, a grpokit run's
+`metrics.jsonl`) is read from where the last poll stopped: only the appended bytes are read and parsed, and the
+detectors keep their own bounded state, so a run of 10^6 logged steps is followed in the memory of a short one
+(`follow.py`, `tail.py`); any other log is read again whole when it changes. Each poll feeds the rows of steps not
+seen yet to the detectors (in training steps, with the run's configuration where the log carries it). The newest
+row is held back while the file is still changing (a console line may be half written) and fed once a later step
+appears or the file stops changing.
 
     grpokit watch run.jsonl --on-critical 'pkill -f verl.trainer.main_ppo' --notify https://hooks.slack.com/...
 
@@ -25,17 +29,10 @@ from typing import Any, TextIO
 from ..common.safe_text import safe_text
 from .detectors import Alert, Monitor
 from .doctor.knobs import equivalents
+from .follow import Log, open_log
 from .notify import Notifier, message_of
-from .readers import read_run
 
 EXIT_OK, EXIT_CRITICAL, EXIT_BAD_INPUT = 0, 1, 2
-
-
-def _signature(path: Path) -> tuple[int, float]:
-    """(total size, newest mtime) of a file, or of every file under a directory: changes when the log grows."""
-    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
-    stats = [p.stat() for p in files]
-    return sum(s.st_size for s in stats), max((s.st_mtime for s in stats), default=0.0)
 
 
 class Watcher:
@@ -53,6 +50,7 @@ class Watcher:
         self.path, self.run, self.out = path, run, out
         self.on_critical = on_critical
         self.notifier = Notifier(notify, run=str(path)) if notify else None
+        self.log: Log | None = None
         self.monitor: Monitor | None = None
         self.flavor: str | None = None
         self.context: dict[str, Any] = {}
@@ -60,36 +58,32 @@ class Watcher:
         self.critical_seen = False
         self.command_ran = False
         self._state: dict[int, tuple[str, int | None]] = {}
-        self._signature: tuple[int, float] | None = None
-        self._held = False  # the newest row was held back at the last read
 
     def poll(self, final: bool = False) -> int:
-        """Read the log once; feed the rows not seen yet (the newest too when `final` or the log stopped changing);
-        returns how many rows were fed."""
+        """Read what the log gained; feed the rows of new steps (the newest too when `final` or the log stopped
+        changing); returns how many rows were fed."""
         if not self.path.exists():
             return 0
-        sig = _signature(self.path)
-        settled = final or sig == self._signature
-        self._signature = sig
-        if settled and not self._held and not final:
-            return 0  # nothing new since the last read: a large log is not re-read every poll
-        log = read_run(self.path, self.run)
-        if self.monitor is None:
-            self.flavor, self.context = log.flavor, dict(log.context)
+        if self.log is None:
+            self.log = open_log(self.path, self.run)
+            self.flavor, self.context = self.log.flavor, dict(self.log.context)
             self.monitor = Monitor(self.context)
-        rows = [r for r in log.rows if int(r["step"]) > self.last_step]
-        self._held = bool(rows) and not settled
-        if self._held:
-            rows = rows[:-1]  # the newest row may still be being written: wait for a later step or quiet
-        for r in rows:
-            self.last_step = int(r["step"])
-            self.monitor.observe(self.last_step, r)
-            self._report(self.last_step)
-        return len(rows)
-
-    def _report(self, step: int) -> None:
         assert self.monitor is not None
-        for alert in self.monitor.alerts:
+        fed = 0
+        for r in self.log.rows(final):
+            self.last_step = int(r["step"])
+            self._report(self.monitor.observe(self.last_step, r))
+            fed += 1
+        return fed
+
+    def _report(self, new: list[Alert]) -> None:
+        """Print the alert events of the row just observed (`new`: the alerts it raised)."""
+        assert self.monitor is not None
+        # besides the new ones, only a detector's current alert can change (an episode that ended is never touched
+        # again): a row costs the same however many alerts a long run has raised
+        fresh = {id(a) for a in new}
+        current = [d.alert for d in self.monitor.detectors if d.alert is not None and id(d.alert) not in fresh] + new
+        for alert in current:
             state = (alert.severity, alert.cleared_at)
             before = self._state.get(id(alert))
             if before == state:
@@ -100,7 +94,7 @@ class Watcher:
             if event != "cleared" and alert.severity == "critical":
                 self._critical(alert)
         if self.notifier is not None:
-            self.notifier.update(self.monitor.alerts)
+            self.notifier.update(current)
 
     def _print(self, event: str, alert: Alert) -> None:
         a = alert.to_dict()
@@ -143,15 +137,25 @@ def watch(
         file=out,
         flush=True,
     )
-    last_new = time.monotonic()
+    caught_up = False
+    last_new = started = time.monotonic()
     try:
         while True:
             if watcher.poll():
                 last_new = time.monotonic()
+            if watcher.log is not None and not caught_up:
+                # the log as it was when the watch began has been read: what comes now is new
+                caught_up = True
+                print(
+                    f"grpokit watch: read up to step {watcher.last_step} in {time.monotonic() - started:.1f} s; "
+                    "following new rows",
+                    file=out,
+                    flush=True,
+                )
             if idle_exit is not None and time.monotonic() - last_new > idle_exit:
                 watcher.poll(final=True)  # the writer has gone quiet: the held-back row is complete
                 break
-            time.sleep(interval)
+            time.sleep(watcher.log.next_read(interval) if watcher.log is not None else interval)
     except KeyboardInterrupt:
         pass
     finally:
