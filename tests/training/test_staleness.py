@@ -98,7 +98,8 @@ def test_tiny_model_learns_with_one_step_off_policy_generation(tmp_path: Path, m
     staleness = [r["rollout/staleness"] for r in got]
     # step 1 samples synchronously; a step whose update was skipped (every group zero-variance) has its sampler in
     # sync, so it logs 0. How many updates are skipped depends on the draws (the overlapped sampler's timing moves
-    # them): 14 and 16 of 29 steps were one behind in two runs of the same seed, so at least a third must be
+    # them): 14 of 29 steps were one behind in one CI run of this seed, 15 or more in the runs that passed before; at
+    # least a third must be
     assert staleness[0] == 0.0 and set(staleness) <= {0.0, 1.0} and sum(staleness) >= (steps - 1) / 3, staleness
     rewards = [r["reward/mean"] for r in got]
     first, last = sum(rewards[:4]) / 4, sum(rewards[-4:]) / 4
