@@ -61,6 +61,11 @@ class Detector:
         """Training steps a log must cover before this detector can judge (used for "too few steps")."""
         return int(getattr(self, "window", 1))
 
+    def applies(self, available: set[str]) -> bool:
+        """Whether this detector's failure mode can occur in a log with these signals at all (a multi-turn detector
+        does not apply to a single-turn log); one that does not apply is neither missing signals nor short of steps."""
+        return True
+
     def missing(self, available: set[str]) -> list[str]:
         """Required signals absent from a log (each entry lists its alternatives)."""
         return [" or ".join(alts) for alts in self.requires if not any(a in available for a in alts)]

@@ -59,8 +59,11 @@ def _number(context: dict[str, Any], key: str) -> float:
 class EpisodeDetector(Windowed):
     """A multi-turn detector: measurable only on a log with `episode/*` signals (module docstring)."""
 
+    def applies(self, available: set[str]) -> bool:
+        return any(k.startswith(mn.EPISODE_PREFIX) for k in available)  # a single-turn log has no episode/* signal
+
     def missing(self, available: set[str]) -> list[str]:
-        if not any(k.startswith(mn.EPISODE_PREFIX) for k in available):
+        if not self.applies(available):
             return []  # a single-turn log: nothing of this detector applies, so nothing is missing
         return super().missing(available)
 
