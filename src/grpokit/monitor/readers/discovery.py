@@ -44,16 +44,11 @@ READERS = Registry.of(
     },
 )
 
+# the short list an error line names (docs/doctor.md's format table says which files and lines each is read from)
 SUPPORTED = (
-    "grpokit run directory (metrics.jsonl); "
-    "TRL output directory or trainer_state.json (also checkpoint-*/trainer_state.json); "
-    "a console log of TRL/transformers (per-step dicts), verl (lines 'step:N - key:value - ...') or OpenRLHF "
-    "('Global step N: {...}' lines or its progress bars), SkyRL (loguru lines of skyrl_train.trainer), NeMo-RL "
-    "('===== Step N/M =====' banners and 'Training Results' bullets), prime-rl ('Step N | ... | Loss x | Entropy y' "
-    "or '... | Reward x | ...'; a run directory's logs/trainer.log and logs/orchestrator.log are one run), slime "
-    "('step N: {...}' dicts of train/ keys), ROLL ('metrics_tag: {\"step\": N, \"metrics\": {...}}' lines) or AReaL "
-    "('Train step N/M done.' and its stats table); verl JSONL metrics file; W&B history export (CSV or JSON); "
-    "TensorBoard event file or directory (events.out.tfevents.*); or a folder holding any of these"
+    "grpokit run directories, TRL output directories and trainer_state.json, console logs of TRL, verl, OpenRLHF, "
+    "SkyRL, NeMo-RL, prime-rl, slime, ROLL and AReaL, verl JSONL, W&B history exports, TensorBoard events "
+    "(docs/doctor.md lists each format)"
 )
 
 _MAX_DEPTH = 8
@@ -88,7 +83,7 @@ def discover(path: str | Path) -> list[tuple[str, str, list[Path]]]:
     TensorBoard event files is a run, searched recursively."""
     root = Path(path).expanduser()
     if not root.exists():
-        raise ValueError(f"{root}: no such file or directory. Supported logs: {SUPPORTED}")
+        raise ValueError(f"{root}: no such file or directory")
     if root.is_file():
         if root.name.startswith("events.out.tfevents."):
             return [("", "tensorboard", [root])]
