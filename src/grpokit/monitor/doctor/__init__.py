@@ -2,7 +2,8 @@
 
 Reads the logs people have (`monitor/readers`: grpokit runs, TRL output directories and console logs, verl console /
 JSONL logs, W&B exports, TensorBoard event directories; a folder holding several runs is diagnosed run by run, or
-`--run NAME` picks one), replays every detector over the logged training steps and returns a ranked diagnosis:
+`--run NAME` picks one; several runs print a summary table, their diagnoses with `--details`), replays every
+detector over the logged training steps and returns a ranked diagnosis:
 what is wrong, since when, its current value, the evidence, what to change (only changes the run does not already
 have and that can act in its configuration). Besides the detectors' alerts, the diagnosis states facts about the
 log itself: a run that never trained, updates that did not happen, a log too short to judge a failure mode, a
@@ -26,7 +27,7 @@ from ...common.safe_text import safe_text
 from .diagnose import HEADLINE, diagnose, diagnose_all, diagnose_log, verdict_line
 from .facts import RL_SIGNALS
 from .knobs import TRAINER_KNOBS
-from .render import render
+from .render import render, summary_table
 
 
 def _exit_code(diags: list[dict[str, Any]]) -> int:
@@ -38,9 +39,10 @@ def _exit_code(diags: list[dict[str, Any]]) -> int:
     return 0
 
 
-def doctor_main(path: str, as_json: bool = False, run: str | None = None) -> int:
+def doctor_main(path: str, as_json: bool = False, run: str | None = None, details: bool = False) -> int:
     """Print the diagnosis of every run under `path` (or the one named `run`); see the module docstring for the
-    exit status. Unreadable input is one line on stderr (GRPOKIT_DEBUG=1 shows the traceback)."""
+    exit status. Unreadable input is one line on stderr (GRPOKIT_DEBUG=1 shows the traceback). A path holding
+    several runs prints a summary table (one row per run), then each run's diagnosis only with `details`."""
     try:
         diags = diagnose_all(path, run=run)
     except (ValueError, OSError, UnicodeDecodeError) as e:
@@ -59,7 +61,12 @@ def doctor_main(path: str, as_json: bool = False, run: str | None = None) -> int
     else:
         if len(diags) > 1:
             shown = safe_text(path, limit=None)
-            print(f"{shown}: {len(diags)} runs, each diagnosed on its own (pick one with --run NAME)\n")
+            print(f"{shown}: {len(diags)} runs, each diagnosed on its own\n")
+            print(summary_table(diags))
+            if not details:
+                print("\nOne run's diagnosis: --run NAME; every run's: --details")
+                return _exit_code(diags)
+            print()
         print("\n\n".join(render(d) for d in diags))
     return _exit_code(diags)
 
@@ -74,4 +81,5 @@ __all__ = [
     "diagnose_log",
     "doctor_main",
     "render",
+    "summary_table",
 ]

@@ -104,7 +104,9 @@ def diagnose_log(log: RunLog, thresholds: dict[str, dict[str, Any]] | None = Non
     findings.extend(facts.interval_findings(interval))
     findings.extend(facts.no_update_findings(rows))
     findings.extend(facts.generation_cap_findings(rows, ctx.get("max_gen_rounds")))
-    findings.extend(facts.too_few_steps_findings(mon.detectors, set(diag["not_measurable"]) | fired, span))
+    skip = set(diag["not_measurable"]) | fired
+    findings.extend(facts.too_few_steps_findings(mon.detectors, skip, span, log.available))
+    diag["not_applicable"] = facts.not_applicable(mon.detectors, log.available)
     diag["verdict"] = _verdict(diag)
     return diag
 

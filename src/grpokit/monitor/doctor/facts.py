@@ -149,12 +149,21 @@ def generation_cap_findings(rows: list[dict[str, Any]], cap: Any) -> list[dict[s
     return [_finding("generation_cap", "warning" if hit / len(rows) >= 0.5 else "info", msg, hit=hit, of=len(rows))]
 
 
-def too_few_steps_findings(detectors: Iterable[Detector], skip: set[str], span: int) -> list[dict[str, Any]]:
-    """Detectors (not in `skip`: not measurable, or fired) whose rule needs more steps than the log covers."""
+def not_applicable(detectors: Iterable[Detector], available: set[str]) -> list[str]:
+    """The modes of detectors that do not apply to this log at all (the multi-turn ones on a single-turn log)."""
+    return [d.mode for d in detectors if not d.applies(available)]
+
+
+def too_few_steps_findings(
+    detectors: Iterable[Detector], skip: set[str], span: int, available: set[str]
+) -> list[dict[str, Any]]:
+    """Detectors (not in `skip`: not measurable, or fired; and applying to the log) whose rule needs more steps
+    than the log covers. A detector that does not apply is not "too few steps": no length of log would let it judge."""
     out = []
     for d in detectors:
-        if d.name in skip or span >= d.min_steps:
+        if d.name in skip or span >= d.min_steps or not d.applies(available):
             continue
         msg = f"too few steps to judge {d.mode} (needs {d.min_steps} steps, the log covers {span})"
-        out.append(_finding("too_few_steps", "info", msg, detector=d.name, needs=d.min_steps, covers=span))
+        extra = {"detector": d.name, "mode": d.mode, "needs": d.min_steps, "covers": span}
+        out.append(_finding("too_few_steps", "info", msg, **extra))
     return out

@@ -34,8 +34,16 @@ def _header(diag: dict[str, Any]) -> list[str]:
         out.append(f"  note: {note}")
     if diag["last_values"]:
         out.append("  now: " + ", ".join(f"{k} {v:.3g}" for k, v in diag["last_values"].items()))
-    for f in sorted(diag.get("findings", []), key=lambda f: SEVERITY_RANK.get(f["severity"], 9)):
-        out.append(f"  - {f['severity'].upper()} {f['message']}")
+    findings = sorted(diag.get("findings", []), key=lambda f: SEVERITY_RANK.get(f["severity"], 9))
+    for f in findings:
+        if f["kind"] != "too_few_steps":
+            out.append(f"  - {f['severity'].upper()} {f['message']}")
+    short = [f for f in findings if f["kind"] == "too_few_steps"]
+    if short:
+        judged = ", ".join(f"{f['mode']} ({f['needs']})" for f in short)
+        out.append(f"  - INFO too few steps to judge (steps needed; the log covers {short[0]['covers']}): {judged}")
+    if diag.get("not_applicable"):
+        out.append(f"  - not applicable (a single-turn log: no episode/* signal): {', '.join(diag['not_applicable'])}")
     return out
 
 
@@ -98,3 +106,26 @@ def render(diag: dict[str, Any]) -> str:
         for det, miss in diag["not_measurable"].items():
             out.append(f"  - {det}: needs {', '.join(miss)}")
     return safe_text("\n".join(line for line in out if line != ""), limit=None, multiline=True)
+
+
+def _top_alert(diag: dict[str, Any]) -> str:
+    """The first ranked alert (severity, mode, and whether it cleared), else the most severe finding, else "-"."""
+    if diag["alerts"]:
+        a = diag["alerts"][0]
+        cleared = " (cleared)" if a.get("cleared_at") is not None else ""
+        return f"{a['severity'].upper()} {a['mode']}{cleared}"
+    findings = sorted(diag.get("findings", []), key=lambda f: SEVERITY_RANK.get(f["severity"], 9))
+    if findings and findings[0]["severity"] != "info":
+        return f"{findings[0]['severity'].upper()} {findings[0]['kind'].replace('_', ' ')}"
+    return "-"
+
+
+def summary_table(diags: list[dict[str, Any]]) -> str:
+    """One row per run: its name, logged steps, verdict (the part before any ';') and top alert, aligned."""
+    rows = [("run", "steps", "verdict", "top alert")]
+    for d in diags:
+        name = safe_text(d.get("run") or d["path"], limit=None)
+        rows.append((name, str(d["steps"]), str(d.get("verdict", "")).split(";")[0], _top_alert(d)))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = ["  ".join([r[0].ljust(widths[0]), r[1].rjust(widths[1]), r[2].ljust(widths[2]), r[3]]) for r in rows]
+    return safe_text("\n".join(line.rstrip() for line in lines), limit=None, multiline=True)
