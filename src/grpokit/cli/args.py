@@ -131,6 +131,9 @@ def doctor(sub: Any) -> Parser:
     dr.add_argument("path", help="a log file, a run directory, or a folder of runs (each diagnosed on its own)")
     dr.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     dr.add_argument("--run", default=None, metavar="NAME", help="only the run of that name under PATH")
+    dr.add_argument(
+        "--details", action="store_true", help="a folder of several runs: each run's diagnosis after the summary table"
+    )
     return dr
 
 

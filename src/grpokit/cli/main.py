@@ -243,7 +243,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from ..monitor.doctor import doctor_main
 
-    return doctor_main(args.path, as_json=args.json, run=args.run)  # bad input: one line on stderr, exit 2
+    # bad input: one line on stderr, exit 2
+    return doctor_main(args.path, as_json=args.json, run=args.run, details=args.details)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
