@@ -33,6 +33,14 @@ class Denominators:
             self.tokens + other.tokens, self.nonempty_seqs + other.nonempty_seqs, self.seqs + other.seqs
         )
 
+    def __radd__(self, other: int | Denominators) -> Denominators:
+        """`0 + d` is `d`, so `sum(Denominators.from_mask(m) for m in micro_masks)` adds micro-batches up."""
+        if isinstance(other, int) and other == 0:
+            return self
+        if isinstance(other, Denominators):
+            return other + self
+        return NotImplemented
+
 
 def _safe_div(num: torch.Tensor, den: float) -> torch.Tensor:
     return num / den if den > 0 else num * 0.0
