@@ -1,4 +1,4 @@
-"""Generation overlapped with learning (`rollout.max_staleness`, training/phases/stale_rollout.py): 0 is today's
+"""Generation overlapped with learning (`rollout.max_staleness`, training/phases/batch_source.py): 0 is today's
 update exactly; 1 trains step k on a batch sampled with the weights before update k-1, carrying that sampler's own
 log-probs; a run with staleness 1 still learns; the `stale_sampler` detector fires on a growing mismatch; the key
 is validated."""
@@ -19,7 +19,7 @@ from grpokit.config import ConfigError, build_config
 from grpokit.monitor.detectors import StaleSampler
 from grpokit.training import Trainer, fit
 from grpokit.training.phases.advantage import score_pass
-from grpokit.training.phases.stale_rollout import OneStepOffPolicy
+from grpokit.training.phases.batch_source import OneStepOffPolicy
 
 
 def trained(tmp: Path, steps: int, *changes: str, recipe: str = "grpo") -> Trainer:

@@ -139,7 +139,7 @@ def _reward_model_device(cfg: Any) -> Finding | None:
 
 @CHECKS.register("max_staleness")
 def _max_staleness(cfg: Any) -> Finding | None:
-    """rollout.max_staleness=1 (one-step off-policy, training/phases/stale_rollout.py; its range, 0 or 1, is in
+    """rollout.max_staleness=1 (one-step off-policy, training/phases/batch_source.py; its range, 0 or 1, is in
     grpokit.config.ranges) needs the in-process `hf` engine, where its sampler copy runs."""
     r = cfg.rollout
     if r.max_staleness == 1 and r.engine != "hf":

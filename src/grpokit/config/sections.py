@@ -64,7 +64,7 @@ class RolloutConfig:
     eval_temperature: float = 1.0
     min_new_tokens: int = 0  # force at least this many new tokens (EOS suppressed before), like TRL's min_new_tokens
     # 1: the next step's rollouts are sampled during this step's update by a copy of the policy one update behind
-    # (one-step off-policy, verl one_step_off_policy; training/phases/stale_rollout.py); 0: synchronous
+    # (one-step off-policy, verl one_step_off_policy; training/phases/batch_source.py); 0: synchronous
     max_staleness: int = 0
     # engine=vllm (see rollout/vllm.py): KV-cache GiB on CPU, GPU memory share, GPU sleep mode, context length
     vllm_kv_cache_gib: float = 2.0

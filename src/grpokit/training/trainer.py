@@ -45,7 +45,7 @@ from .phases.filter import GROUP_FILTERS
 from .phases.rollout import PromptStream, sample_groups
 from .phases.scoring import score_rollout
 from .phases.signals import step_signals
-from .phases.stale_rollout import in_sampler_thread, make_batch_source
+from .phases.batch_source import in_sampler_thread, make_batch_source
 from .phases.update import TrainState, run_update
 from .phases.value_pretrain import pretrain_critic
 from .session import Session, open_session
@@ -299,7 +299,7 @@ class Trainer:
         """One step of the algorithm, its phases in order (docs/layout.md follows them file by file)."""
         timings: dict[str, float] = {}
         t_step = time.perf_counter()
-        # 1. rollout, 2. scoring, 3. filter (phases/stale_rollout.py draw_batch): sampled now, or during the last
+        # 1. rollout, 2. scoring, 3. filter (phases/batch_source.py draw_batch): sampled now, or during the last
         # update one update behind (rollout.max_staleness=1)
         drawn = self.batches.next(timings)
         b, metrics = drawn.batch, drawn.metrics
