@@ -152,6 +152,19 @@ def _max_staleness(cfg: Any) -> Finding | None:
     return None
 
 
+@CHECKS.register("rollout_decode")
+def _rollout_decode(cfg: Any) -> Finding | None:
+    """rollout.decode is one of DECODE_MODES (grpokit/config/sections.py); graphs needs CUDA, checked when the
+    engine is built on its device (grpokit/rollout/hf.py)."""
+    from .sections import DECODE_MODES
+
+    d = cfg.rollout.decode
+    if d not in DECODE_MODES:
+        modes = "; ".join(f"{k}: {v}" for k, v in DECODE_MODES.items())
+        return Finding("error", "rollout.decode", f"rollout.decode={d!r} is not a decode mode; choose one of {modes}")
+    return None
+
+
 # ---------------------------------------------------------------------------------------------------- warnings
 
 

@@ -50,11 +50,21 @@ class DataConfig:
     on_long_prompt: str = "skip"  # skip (dropped, counted and logged) | error (stop, naming the example)
 
 
+# rollout.decode: how the `hf` engine runs its decode steps (grpokit/rollout/hf.py, rollout/static_decode.py)
+DECODE_MODES = {
+    "auto": "graphs on CUDA, eager elsewhere",
+    "eager": "a dynamic cache, one step at a time from Python (CPU, and debugging)",
+    "static": "a static cache with fixed shapes per row bucket, no graph capture (what the CPU tests check)",
+    "graphs": "the static cache with each row bucket's step captured as CUDA graphs (CUDA only)",
+}
+
+
 @dataclass
 class RolloutConfig:
     """Group sampling."""
 
     engine: str = "hf"
+    decode: str = "auto"  # one of DECODE_MODES
     prompts_per_step: int = 4
     group_size: int = 8
     max_new_tokens: int = 48

@@ -11,42 +11,40 @@ from collections.abc import Callable
 
 import torch
 
-from ..algos.truncation import truncate_logits
+from ..config.sections import DECODE_MODES
 from ..models.prefix import decoder_and_head, positions, prefill
 from .base import ENGINES, RolloutOutput, SamplingParams, SharedModelEngine, left_pad
+from .sampling import draw_step, multinomial_tokens, process_logits, row_uniforms, sample_tokens
+from .static_decode import StaticDecoder
+
+__all__ = ["SharedPrefixSampler", "decode_mode", "multinomial_tokens", "process_logits", "sample_tokens"]
 
 
-def process_logits(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
-    """Temperature, then top-k, then top-p (nucleus) filtering, as transformers' logits warpers order them; the
-    learner applies the same truncation to its log-probs (`grpokit.algos.truncation`)."""
-    return truncate_logits(logits.float() / temperature, top_k, top_p)
-
-
-def sample_tokens(logp: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """One token per row drawn from exp(logp) [B, V] by inverse CDF: the first index whose float64 running sum
-    reaches u * total, u uniform on (0, 1]; a token of probability 0 is never drawn.
-
-    Same distribution as `torch.multinomial(logp.exp(), 1)`, which on CPU draws V random numbers per row
-    (54 ms per decode step for [32, 49152] on a 2-core Xeon against 2.2 ms here: ~2.5 s of a 48-token rollout).
-    The default draw. Its draws match the distribution (tests/rollout/test_rollout.py). (It once looked as if the tiny
-    model stopped learning with it: the tiny-model learning tests passed for one random stream only. Over seeds
-    1 and 2 `torch.multinomial` did not learn in 14 steps either; the tests now use a setting that learns under
-    every seed tried with either draw.) `generator`: a random stream of its own (the sampler copy of
-    rollout.max_staleness=1 draws in its own thread); None: torch's default one.
-    """
-    c = logp.double().exp().cumsum(-1)
-    u = (1.0 - torch.rand(logp.shape[0], 1, dtype=torch.float64, device=logp.device, generator=generator)) * c[:, -1:]
-    return torch.searchsorted(c, u).squeeze(1).clamp_(max=logp.shape[1] - 1)
-
-
-def multinomial_tokens(logp: torch.Tensor) -> torch.Tensor:
-    """`torch.multinomial`'s draw: the same random stream as transformers `generate` (tests compare the two)."""
-    return torch.multinomial(logp.exp(), 1).squeeze(1)
+def decode_mode(name: str, device: torch.device) -> str:
+    """The decode mode `name` resolves to on `device` (auto: graphs on CUDA, eager elsewhere)."""
+    if name not in DECODE_MODES:
+        modes = "; ".join(f"{k}: {v}" for k, v in DECODE_MODES.items())
+        raise ValueError(f"rollout.decode={name!r} is not a decode mode; choose one of {modes}")
+    if name == "auto":
+        return "graphs" if device.type == "cuda" else "eager"
+    if name == "graphs" and device.type != "cuda":
+        raise ValueError(f"rollout.decode=graphs needs CUDA (the model is on {device.type}); use static or eager")
+    return name
 
 
 @ENGINES.register("hf")
 class SharedPrefixSampler(SharedModelEngine):
-    """The default engine: shared-prompt prefill, KV cache, early-exit compaction. Shares the learner's model."""
+    """The default engine: shared-prompt prefill, KV cache, early-exit compaction. Shares the learner's model.
+
+    `decode` (`DECODE_MODES`): eager, or a static cache (`static_decode.py`), graphed on CUDA. Tokens are drawn by
+    inverse CDF from uniforms drawn once per rollout, one per (step, row), from `generator` (None: torch's default
+    stream), so every mode draws the same tokens from the same logits. `draw` replaces that draw in the eager loop
+    (`multinomial_tokens`: transformers generate's random stream, for tests)."""
+
+    @classmethod
+    def from_session(cls, session: object) -> SharedPrefixSampler:
+        decode = getattr(getattr(session.cfg, "rollout", None), "decode", "auto")  # type: ignore[attr-defined]
+        return cls(session.model, session.tokenizer, autocast=session.autocast, decode=decode)  # type: ignore
 
     def __init__(
         self,
@@ -55,11 +53,31 @@ class SharedPrefixSampler(SharedModelEngine):
         *,
         autocast: Callable[[], contextlib.AbstractContextManager] | None = None,
         compact_below: float = 0.75,
-        draw: Callable[[torch.Tensor], torch.Tensor] = sample_tokens,
+        draw: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        generator: torch.Generator | None = None,
+        decode: str = "eager",
     ) -> None:
         super().__init__(model, tokenizer, autocast=autocast)
         self.compact_below = compact_below
         self.draw = draw
+        self.generator = generator
+        self.decode = decode_mode(decode, next(model.parameters()).device)
+        if draw is not None and self.decode != "eager":
+            raise ValueError(f"rollout.decode={self.decode}: a custom draw runs only in the eager loop")
+        self.static: StaticDecoder | None = None
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        if model is not self.model:
+            self.static = None  # its compiled steps belong to the old model object
+        super().sync_weights(model)
+
+    def static_decoder(self) -> StaticDecoder:
+        if self.static is None:
+            decoder, head = decoder_and_head(self.model)
+            self.static = StaticDecoder(
+                decoder, head, self.model.config, autocast=self.autocast, graphs=self.decode == "graphs"
+            )
+        return self.static
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> RolloutOutput:
@@ -137,30 +155,56 @@ class SharedPrefixSampler(SharedModelEngine):
         """The decode loop from a prefilled `cache` whose last position gave `logits` [N, V]; `attn` [N, L] is the
         attention mask so far and `pos` [N, 1] the last position id of each row."""
         device = logits.device
+        eos = torch.tensor(self.eos_ids, device=device)
+        uniforms = None  # a custom draw takes its own random numbers
+        if self.draw is None:
+            uniforms = row_uniforms(params.max_new_tokens, logits.shape[0], device, self.generator)
+        if self.decode != "eager":
+            prefix = [(layer.keys, layer.values) for layer in cache.layers]  # type: ignore[attr-defined]
+            return self.static_decoder().run(prefix, logits, attn, pos, uniforms, params, eos, self.pad_id)
+        return self._eager(cache, logits, attn, pos, uniforms, params, eos)
+
+    def _eager(
+        self,
+        cache: object,
+        logits: torch.Tensor,
+        attn: torch.Tensor,
+        pos: torch.Tensor,
+        uniforms: torch.Tensor | None,
+        params: SamplingParams,
+        eos: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The eager loop: a dynamic cache; finished rows dropped once fewer than `compact_below` still run."""
         decoder, head = decoder_and_head(self.model)
         n_total = logits.shape[0]
         out_ids = torch.full((n_total, params.max_new_tokens), self.pad_id, dtype=torch.long)
         out_lp = torch.zeros((n_total, params.max_new_tokens), dtype=torch.float32)
-        eos = torch.tensor(self.eos_ids, device=device)
-        rows = torch.arange(n_total, device=device)  # which output row each active batch row writes to
+        rows = torch.arange(n_total, device=logits.device)  # which output row each active batch row writes to
         # rows that have emitted an EOS; they stay in the batch (writing nothing) until compaction drops them
-        finished = torch.zeros(n_total, dtype=torch.bool, device=device)
+        finished = torch.zeros(n_total, dtype=torch.bool, device=logits.device)
+        ban = torch.tensor(False, device=logits.device)
         for t in range(params.max_new_tokens):
-            z = process_logits(logits, params.temperature, params.top_k, params.top_p)
-            if t < params.min_new_tokens:
-                z[:, eos] = float("-inf")
-            logp = torch.log_softmax(z, -1)
-            tok = self.draw(logp)
+            ban.fill_(t < params.min_new_tokens)
+            if uniforms is not None:
+                u = uniforms[t].index_select(0, rows)
+                tok, lp = draw_step(logits, u, ban, eos, params.temperature, params.top_k, params.top_p)
+            else:
+                z = process_logits(logits, params.temperature, params.top_k, params.top_p)
+                if t < params.min_new_tokens:
+                    z[:, eos] = float("-inf")
+                logp = torch.log_softmax(z, -1)
+                tok = self.draw(logp)
+                lp = logp.gather(1, tok[:, None]).squeeze(1)
             live = ~finished
             out_ids[rows[live].cpu(), t] = tok[live].cpu()
-            out_lp[rows[live].cpu(), t] = logp.gather(1, tok[:, None]).squeeze(1)[live].cpu()
+            out_lp[rows[live].cpu(), t] = lp[live].cpu()
             finished = finished | torch.isin(tok, eos)
             if bool(finished.all()) or t == params.max_new_tokens - 1:
                 break
             active = ~finished
             if float(active.float().mean()) < self.compact_below:
                 keep = torch.nonzero(active).squeeze(1)
-                cache.batch_select_indices(keep)
+                cache.batch_select_indices(keep)  # type: ignore[attr-defined]
                 rows, tok, attn, pos = rows[keep], tok[keep], attn[keep], pos[keep]
                 finished = finished[keep]
             attn = torch.cat([attn, torch.ones_like(attn[:, :1])], 1)

@@ -1,0 +1,174 @@
+"""Decode on a static key/value cache: every decode step has the same shapes (rows of a bucket x one token
+against a cache of max_len positions), so on CUDA the step (the model's forward, the head and the draw) is
+captured once per bucket as CUDA graphs (`torch.compile(mode="reduce-overhead")`) and replayed without a host
+round-trip per token. On CPU the same code runs eagerly (`rollout.decode=static`), which is what the tests check
+against the eager loop of `hf.py`.
+
+- Rows live in buckets (the batch, then powers of two below it): when the rows still running fit a smaller
+  bucket, they move to it (the cache rows copied), so early exit still shrinks the batch. A bucket's spare rows
+  write to a scratch output row.
+- Finished rows are checked every `check_every` tokens, not every token; a row that has ended writes padding.
+- The draw (`sampling.draw_step`) happens on the device inside the step, from uniforms drawn once per rollout,
+  so for the same seed the tokens are those of the eager loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from transformers import StaticCache
+
+from .sampling import draw_step
+
+
+def buckets(n: int) -> list[int]:
+    """Row buckets for a batch of n: n itself, then the powers of two below it, largest first."""
+    out, b = [n], 1
+    while b < n:
+        out.append(b)
+        b *= 2
+    return sorted(set(out), reverse=True)
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """What a step draws with: the EOS ids (on the device) and the sampling settings (fixed per compiled step)."""
+
+    eos: torch.Tensor
+    temperature: float
+    top_k: int
+    top_p: float
+
+
+class StaticDecoder:
+    """The static-cache decode loop for one model. `graphs`: capture each bucket's step as CUDA graphs (CUDA only);
+    caches and compiled steps are kept per (rows, max_len) across rollouts, so each shape is captured once."""
+
+    def __init__(
+        self,
+        decoder: torch.nn.Module,
+        head: torch.nn.Module,
+        config: object,
+        *,
+        autocast: Callable[[], contextlib.AbstractContextManager],
+        graphs: bool = False,
+        check_every: int = 8,
+    ) -> None:
+        self.decoder, self.head, self.config = decoder, head, config
+        self.autocast = autocast
+        self.check_every = check_every
+        self.caches: dict[tuple[int, int], StaticCache] = {}
+        self.graphs = graphs
+        self.step = self._step
+        if graphs:
+            self.step = torch.compile(self._step, mode="reduce-overhead", dynamic=False)
+
+    def _step(
+        self,
+        cache: StaticCache,
+        tok: torch.Tensor,
+        attn: torch.Tensor,
+        pos: torch.Tensor,
+        u: torch.Tensor,
+        ban_eos: torch.Tensor,
+        s: StepSettings,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Feed `tok` [b, 1] at positions `pos` [b, 1] (mask `attn` [b, max_len]); draw the next token."""
+        with self.autocast():
+            h = self.decoder(
+                input_ids=tok, attention_mask=attn, position_ids=pos, past_key_values=cache, use_cache=True
+            ).last_hidden_state[:, -1]
+            logits = self.head(h)
+        return draw_step(logits, u, ban_eos, s.eos, s.temperature, s.top_k, s.top_p)
+
+    def cache(self, rows: int, max_len: int, like: torch.Tensor) -> StaticCache:
+        """The bucket's cache, allocated once per shape and reset (length 0) for a new rollout."""
+        key = (rows, max_len)
+        if key not in self.caches:
+            c = StaticCache(config=self.config, max_cache_len=max_len)
+            heads, dim = like.shape[1], like.shape[3]
+            c.early_initialization(rows, heads, dim, like.dtype, like.device)
+            self.caches[key] = c
+        return self.caches[key]
+
+    def load(self, dst: StaticCache, src_layers: list[tuple[torch.Tensor, torch.Tensor]], length: int) -> None:
+        """dst's rows := src's keys/values (each [b, H, length or more, D]) over the first `length` positions."""
+        for layer, (k, v) in zip(dst.layers, src_layers, strict=True):
+            layer.keys.zero_()
+            layer.values.zero_()
+            layer.keys[: k.shape[0], :, :length].copy_(k[:, :, :length])
+            layer.values[: v.shape[0], :, :length].copy_(v[:, :, :length])
+            layer.cumulative_length.fill_(length)
+
+    def move(self, src: StaticCache, rows: int, max_len: int, sel: torch.Tensor) -> StaticCache:
+        """The bucket cache of `rows` rows holding src's rows `sel` [rows]."""
+        like = src.layers[0].keys
+        dst = self.cache(rows, max_len, like)
+        for d, s in zip(dst.layers, src.layers, strict=True):
+            d.keys.copy_(s.keys.index_select(0, sel))
+            d.values.copy_(s.values.index_select(0, sel))
+            d.cumulative_length.copy_(s.cumulative_length)
+        return dst
+
+    def run(
+        self,
+        prefix: list[tuple[torch.Tensor, torch.Tensor]],
+        logits: torch.Tensor,
+        attn: torch.Tensor,
+        pos: torch.Tensor,
+        uniforms: torch.Tensor,
+        params: object,
+        eos: torch.Tensor,
+        pad_id: int,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Sample params.max_new_tokens tokens after a prefill: `prefix` the prompt's keys/values per layer [N, H,
+        L0, D], `logits` [N, V] at its last position, `attn` [N, L0] its mask, `pos` [N, 1] its last position ids,
+        `uniforms` [T, N, 1] (`sampling.row_uniforms`). Returns (ids [N, T], log-probs [N, T]) on the CPU, padding
+        and 0 after each row's EOS, as the eager loop of `hf.py` writes them."""
+        n, width = attn.shape
+        steps, device = params.max_new_tokens, logits.device
+        max_len = width + steps
+        s = StepSettings(eos, params.temperature, params.top_k, params.top_p)
+        out_ids = torch.full((n + 1, steps), pad_id, dtype=torch.long, device=device)  # row n: spare rows' scratch
+        out_lp = torch.zeros((n + 1, steps), dtype=torch.float32, device=device)
+        ban = torch.tensor(params.min_new_tokens > 0, device=device)
+        tok, lp = draw_step(logits, uniforms[0], ban, eos, s.temperature, s.top_k, s.top_p)
+        out_ids[:n, 0], out_lp[:n, 0] = tok, lp
+        finished = torch.isin(tok, eos)
+        cache = self.cache(n, max_len, prefix[0][0])
+        if any(getattr(layer, "is_sliding", False) for layer in cache.layers):
+            raise ValueError("rollout.decode=static: the model has sliding-window layers; set rollout.decode=eager")
+        self.load(cache, prefix, width)
+        mask = torch.zeros((n, max_len), dtype=attn.dtype, device=device)
+        mask[:, :width] = attn
+        rows, pos, sizes = torch.arange(n, device=device), pos.clone(), buckets(n)
+        for t in range(1, steps):
+            if t % self.check_every == 0:
+                live = int((~finished).sum())
+                if live == 0:
+                    break
+                fit = min(b for b in sizes if b >= live)
+                if fit < rows.shape[0]:
+                    keep = torch.nonzero(~finished).squeeze(1)
+                    sel = torch.cat([keep, keep[:1].expand(fit - live)])
+                    cache = self.move(cache, fit, max_len, sel)
+                    rows = torch.cat([rows[keep], torch.full((fit - live,), n, device=device)])
+                    finished = torch.arange(fit, device=device) >= live
+                    tok, mask, pos = tok[sel], mask[sel], pos[sel]
+            mask[:, width + t - 1] = 1
+            pos = pos + 1
+            ban.fill_(t < params.min_new_tokens)
+            u = uniforms[t].index_select(0, rows.clamp(max=n - 1))
+            if self.graphs:  # a replay overwrites the previous replay's outputs: keep copies
+                torch.compiler.cudagraph_mark_step_begin()
+            new, lp = self.step(cache, tok[:, None], mask, pos, u, ban, s)
+            if self.graphs:
+                new, lp = new.clone(), lp.clone()
+            out_ids[rows, t] = torch.where(finished, pad_id, new)
+            out_lp[rows, t] = torch.where(finished, 0.0, lp)
+            finished = finished | torch.isin(new, eos)
+            tok = new
+        return out_ids[:n].cpu(), out_lp[:n].cpu()

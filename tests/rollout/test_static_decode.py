@@ -1,0 +1,130 @@
+"""The static-cache decode (`rollout.decode=static`, the code CUDA graphs capture) against the eager loop: for the
+same seed it draws the same tokens with the same log-probs, rows ending at different steps move to smaller row
+buckets, the learner scores its samples as the sampler did, and it holds under each CPU kernel set."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from grpokit.data import get_task, render_prompt
+from grpokit.models import load_model_and_tokenizer
+from grpokit.models.forward import completion_forward
+from grpokit.rollout import SamplingParams
+from grpokit.rollout.hf import SharedPrefixSampler, decode_mode
+from grpokit.rollout.static_decode import buckets
+
+# temperature 1.0 and a truncated, tempered, EOS-banned distribution
+SETTINGS = [
+    dict(n=8, max_new_tokens=24),
+    dict(n=8, max_new_tokens=24, temperature=0.8, top_k=20, top_p=0.9, min_new_tokens=3),
+]
+
+
+def _prompts(tok, k: int) -> list[list[int]]:
+    rows = get_task("add1").examples("train", k, 0)
+    return [tok(render_prompt(tok, e), add_special_tokens=False)["input_ids"] for e in rows]
+
+
+def _compare(model, tok, settings: dict, seed: int, stop_ids: list[int] = ()) -> dict:
+    prompts = _prompts(tok, 4)
+    outs, engines = {}, {}
+    for mode in ("eager", "static"):
+        torch.manual_seed(seed)
+        engines[mode] = SharedPrefixSampler(model, tok, decode=mode)
+        engines[mode].eos_ids = engines[mode].eos_ids + list(stop_ids)
+        outs[mode] = engines[mode].generate(prompts, SamplingParams(**settings))
+    a, b = outs["eager"], outs["static"]
+    return {
+        "same_tokens": bool(torch.equal(a.completion_ids, b.completion_ids)),
+        "logp_diff": float((a.sampler_logp - b.sampler_logp).abs().max()),
+        "lengths": b.lengths.tolist(),
+        "buckets_used": sorted(r for r, _ in engines["static"].static.caches),
+        "min_new_tokens_held": bool((b.lengths >= settings.get("min_new_tokens", 0)).all()),
+    }
+
+
+def test_buckets_are_the_batch_then_powers_of_two() -> None:
+    assert buckets(32) == [32, 16, 8, 4, 2, 1]
+    assert buckets(24) == [24, 16, 8, 4, 2, 1]
+    assert buckets(1) == [1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("settings", SETTINGS, ids=["plain", "truncated"])
+def test_static_draws_the_eager_tokens(settings: dict) -> None:
+    model, tok = load_model_and_tokenizer("smollm2-135m-instruct")
+    r = _compare(model, tok, settings, seed=1)
+    assert r["same_tokens"], r
+    assert r["logp_diff"] < 1e-3, r
+    # rows ended at different steps (the real model answers add1 in a few tokens)
+    assert min(r["lengths"]) < settings["max_new_tokens"] <= max(r["lengths"]), r
+    assert r["min_new_tokens_held"], r
+
+
+@pytest.mark.parametrize("settings", SETTINGS, ids=["plain", "truncated"])
+def test_ended_rows_move_to_smaller_buckets(settings: dict) -> None:
+    """A random tiny model with one id in twelve a stop id: most rows end early, and the rows still running move
+    to smaller buckets (the caches used), drawing the eager loop's tokens all the while."""
+    model, tok = load_model_and_tokenizer("tiny")
+    r = _compare(model, tok, settings, seed=0, stop_ids=range(100, 4200))
+    assert r["same_tokens"] and r["logp_diff"] < 1e-4 and r["min_new_tokens_held"], r
+    assert len(set(r["lengths"])) > 4, r
+    assert r["buckets_used"][0] < 32 and 32 in r["buckets_used"], r
+
+
+def test_a_rows_tokens_do_not_depend_on_compaction() -> None:
+    """Each row reads its own uniforms: never compacting and compacting at every ended row draw the same tokens."""
+    model, tok = load_model_and_tokenizer("tiny")
+    prompts = _prompts(tok, 3)
+    params = SamplingParams(n=4, max_new_tokens=8)
+    outs = []
+    for compact_below in (0.0, 1.01):
+        eng = SharedPrefixSampler(model, tok, compact_below=compact_below, generator=torch.Generator().manual_seed(3))
+        eng.eos_ids = eng.eos_ids + list(range(100, 4000))  # many stop ids: rows end at different steps
+        outs.append(eng.generate(prompts, params))
+    assert len(set(outs[0].lengths.tolist())) > 1
+    assert torch.equal(outs[0].completion_ids, outs[1].completion_ids)
+
+
+def test_static_log_probs_are_the_learners() -> None:
+    model, tok = load_model_and_tokenizer("tiny")
+    eng = SharedPrefixSampler(model, tok, decode="static", generator=torch.Generator().manual_seed(0))
+    out = eng.generate(_prompts(tok, 3), SamplingParams(n=4, max_new_tokens=6, top_k=50, top_p=0.95))
+    lp, _, _ = completion_forward(
+        model, out.prompt_ids, out.prompt_mask, out.completion_ids, out.completion_mask.float(), top_k=50, top_p=0.95
+    )
+    m = out.completion_mask.bool()
+    assert float((lp.detach() - out.sampler_logp)[m].abs().max()) < 1e-4
+
+
+def test_decode_modes_are_checked() -> None:
+    cpu = torch.device("cpu")
+    assert decode_mode("auto", cpu) == "eager" and decode_mode("auto", torch.device("cuda")) == "graphs"
+    with pytest.raises(ValueError, match="rollout.decode=graphs needs CUDA"):
+        decode_mode("graphs", cpu)
+    with pytest.raises(ValueError, match="rollout.decode='fast' is not a decode mode"):
+        decode_mode("fast", cpu)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernels", ["default", "avx2"])
+def test_static_draws_the_eager_tokens_under_each_kernel_set(kernels: str) -> None:
+    """The same comparison in a fresh interpreter under ATEN_CPU_CAPABILITY (the in-process test covers this
+    CPU's best set)."""
+    code = (
+        "import json, sys; sys.path[:0] = [sys.argv[1]]; import test_static_decode as t; "
+        "from grpokit.models import load_model_and_tokenizer as load; m, k = load('smollm2-135m-instruct'); "
+        "print(json.dumps(t._compare(m, k, t.SETTINGS[1], seed=2)))"
+    )
+    env = dict(os.environ, ATEN_CPU_CAPABILITY=kernels)
+    here = os.path.dirname(__file__)
+    run = subprocess.run([sys.executable, "-c", code, here], env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    r = json.loads(run.stdout.strip().splitlines()[-1])
+    assert r["same_tokens"] and r["logp_diff"] < 1e-3 and r["min_new_tokens_held"], r
