@@ -33,6 +33,24 @@ def _trl_file(path: str | None) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and detect(data) == "trl" else None
 
 
+def _own_options(args: argparse.Namespace) -> dict[str, str]:
+    """{grpokit key: "--option value"} for grpokit's own options given on this command line (a value that is the
+    subcommand's default, such as preflight's --model, counts as not given)."""
+    from .main import build_parser
+
+    defaults: dict[str, Any] = {}
+    for action in build_parser()._actions:
+        choices = getattr(action, "choices", None)
+        if isinstance(choices, dict) and getattr(args, "command", None) in choices:
+            defaults = {attr: choices[args.command].get_default(attr) for attr in DIRECT}
+    out = {}
+    for attr, key in DIRECT.items():
+        value = getattr(args, attr, None)
+        if value is not None and value != defaults.get(attr):
+            out[key] = f"--{attr.replace('_', '-')} {value}"
+    return out
+
+
 def _fail(command: str, message: str) -> None:
     print(f"grpokit {command}: error: {message}", file=sys.stderr)
     raise SystemExit(2)
@@ -57,8 +75,10 @@ def apply_trl_flags(args: argparse.Namespace, extra: list[str]) -> None:
     base = _trl_file(getattr(args, "config", None))
     data = {**(base or {}), **given, **({"reward_module": module} if module else {})}
     label = f"{args.config} with TRL flags" if base is not None else "TRL flags"
+    own = _own_options(args)  # grpokit's own options win over a file's value and over a TRL flag in the same command
+    later = set(own) | {o.split("=", 1)[0].strip() for o in args.set or []}  # what the user sets after the file
     try:
-        t = translate(data, label, set(all_keys(Config())), fmt="trl")
+        t = translate(data, label, set(all_keys(Config())), fmt="trl", later=later)
     except ValueError as e:
         _fail(command, str(e))
     assert t is not None
@@ -68,15 +88,18 @@ def apply_trl_flags(args: argparse.Namespace, extra: list[str]) -> None:
 
         shown = "; ".join(f"--{k} {given[k]}" + (foreign_hint(k) or ": no grpokit equivalent") for k in refused)
         _fail(command, f"TRL flags with no grpokit meaning (the run would differ from TRL's): {shown}; drop them")
+    yielded: dict[str, list[str]] = {}  # TRL flag -> the own options it yields to (--model_name_or_path -> --model)
+    for key, flags in trl_flags.produced_by(t, set(given)).items():
+        for flag in flags if key in own else ():
+            yielded.setdefault(flag, []).append(own[key])
     for line in trl_flags.describe(t, given):
-        print(f"grpokit: TRL flag {line}", file=sys.stderr)
+        name = line.split(" ", 1)[0].removeprefix("--")
+        said = f"yields to {', '.join(yielded[name])} (grpokit's own options win)" if name in yielded else ""
+        print(f"grpokit: TRL flag {line.split(' -> ')[0] + ' ' + said if said else line}", file=sys.stderr)
     if base is not None:
         print(f"grpokit: {t.message()}", file=sys.stderr)
         args.config = None  # translated here, together with the flags
     keys = set(given) | ({"reward_module"} if module else set())
-    # a file's value yields to grpokit's own option; a TRL flag given on the command line applies as given
-    own = {key for attr, key in DIRECT.items() if getattr(args, attr, None) is not None}
-    own -= set(trl_flags.produced_by(t, set(given)))
     translated = [o for o in trl_flags.overrides(t, keys, whole_file=base is not None) if o.split("=")[0] not in own]
     args.set = translated + list(args.set or [])
     if t.recipe and getattr(args, "recipe", None) == "grpo":

@@ -14,13 +14,14 @@ from .resolve import resolve_config
 from .sections import Config
 
 
-def _foreign_to_grpokit(data: dict[str, Any], source: str, cfg: Config) -> dict[str, Any]:
+def _foreign_to_grpokit(data: dict[str, Any], source: str, cfg: Config, later: set[str]) -> dict[str, Any]:
     """A TRL GRPOConfig or verl config file, translated (grpokit.config.compat); one message on stderr names
-    every key that was not mapped. A grpokit config is returned as is."""
+    every key that was not mapped. A refusal that a key set `later` (`--set`, a direct value) replaces stops
+    nothing. A grpokit config is returned as is."""
     from .compat import translate
 
     try:
-        found = translate(data, source, set(all_keys(cfg)))
+        found = translate(data, source, set(all_keys(cfg)), later=later)
     except ValueError as e:
         raise ConfigError(str(e)) from None
     if found is None:
@@ -29,15 +30,15 @@ def _foreign_to_grpokit(data: dict[str, Any], source: str, cfg: Config) -> dict[
     return found.to_mapping()
 
 
-def _apply_config_file(cfg: Config, config_file: str) -> set[str]:
-    """Apply `--config FILE` onto cfg; the algo keys it set."""
+def _apply_config_file(cfg: Config, config_file: str, later: set[str]) -> set[str]:
+    """Apply `--config FILE` onto cfg (`later`: the keys set after it); the algo keys it set."""
     p = Path(config_file)
     if not p.exists():
         raise ConfigError(f"--config {config_file!r} does not exist")
     data = read_yaml(p) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{config_file}: expected config sections (e.g. train: {{steps: 10}}), got {data!r}")
-    data = _foreign_to_grpokit(data, config_file, cfg)
+    data = _foreign_to_grpokit(data, config_file, cfg, later)
     apply_mapping(cfg, data, config_file)
     return set((data.get("algo") or {}) if isinstance(data.get("algo"), dict) else ())
 
@@ -59,7 +60,8 @@ def build_config(
     recipe_choices = cfg.algo.choices()
     later: set[str] = set()  # algo keys set after the recipe
     if config_file:
-        later |= _apply_config_file(cfg, config_file)
+        given = {k for k, v in direct.items() if v is not None} | {parse_override(o)[0] for o in overrides or []}
+        later |= _apply_config_file(cfg, config_file, given)
     for k, v in direct.items():
         if v is not None:
             set_key(cfg, k, v)

@@ -30,15 +30,22 @@ def detect(data: dict[str, Any]) -> str | None:
 
 
 def translate(
-    data: dict[str, Any], path: str, valid_keys: set[str], fmt: str | None = None, strict: bool = True
+    data: dict[str, Any],
+    path: str,
+    valid_keys: set[str],
+    fmt: str | None = None,
+    strict: bool = True,
+    later: set[str] | frozenset[str] = frozenset(),
 ) -> Translation | None:
     """The translation of a foreign config mapping, or None when `data` is a grpokit config. A value that cannot
     be translated (batch sizes that do not divide) raises ValueError naming the keys; so does, when `strict`
-    (a run is about to start from it), anything the translation refused (a reward name that resolves to nothing)."""
+    (a run is about to start from it), anything the translation refused (a reward name that resolves to nothing)
+    that the grpokit keys `later` (set after the file: `--set`, grpokit's own options) do not replace."""
     fmt = fmt or detect(data)
     if fmt is None:
         return None
     found = FORMATS[fmt][1](data, path, valid_keys)
+    found.lift(set(later))
     if strict and found.refused:
         raise ValueError(f"{path}: " + "; ".join(found.refused))
     return found

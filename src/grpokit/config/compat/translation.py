@@ -36,6 +36,8 @@ class Translation:
     defaults: dict[str, Any] = field(default_factory=dict)  # foreign defaults used for keys the file leaves unset
     notes: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # reasons a run must not start from this translation
+    # a refusal -> (the grpokit key that replaces what was refused when a later layer sets it, the foreign key)
+    lifted_by: dict[str, tuple[str, str]] = field(default_factory=dict)
     recipe: str | None = None  # the grpokit recipe the foreign algorithm corresponds to, when one does
 
     def set(self, foreign: str | tuple[str, ...], **grpokit_keys: Any) -> None:
@@ -49,6 +51,22 @@ class Translation:
             for name in names:
                 if dotted not in self.mapped[name]:
                     self.mapped[name].append(dotted)
+
+    def refuse(self, reason: str, foreign: str = "", lifted_by: str = "") -> None:
+        """Record why a run must not start from this translation; `lifted_by`: the grpokit key that, set by a later
+        layer (`--set reward.functions=[...]` for reward names that resolve to nothing), replaces `foreign`."""
+        self.refused.append(reason)
+        if lifted_by:
+            self.lifted_by[reason] = (lifted_by, foreign)
+
+    def lift(self, later: set[str]) -> None:
+        """Drop the refusals that the grpokit keys `later`, set after this translation, replace (a note says so)."""
+        for reason in list(self.refused):
+            key, foreign = self.lifted_by.get(reason, ("", ""))
+            if key in later:
+                self.refused.remove(reason)
+                self.unsupported.pop(foreign, None)
+                self.notes.append(f"{foreign} is replaced by the {key} given after the file")
 
     def message(self) -> str:
         """One message naming what was mapped, what was not (with values) and which foreign defaults apply."""

@@ -41,6 +41,7 @@ from typing import Any
 
 from . import trl_rewards
 from .translation import Translation
+from .trl_precision import translate_precision
 
 SOURCE = "TRL GRPOConfig"
 
@@ -187,6 +188,7 @@ def translate(data: dict[str, Any], path: str, valid_keys: set[str]) -> Translat
     _advantage_and_kl(cfg, data, t, per_step)
     _lora(data, t, valid_keys)
     _rewards(data, t)
+    translate_precision(data, t)
     if data.get("model_revision", "main") in (None, "main") and "model_revision" in data:
         t.ignored["model_revision"] = data["model_revision"]  # the default revision: no effect
     for key, (target, conv) in RENAMES.items():
@@ -225,6 +227,7 @@ def _batches(cfg: dict[str, Any], data: dict[str, Any], t: Translation) -> int:
         raise ValueError(
             f"{t.path}: the generation batch ({gen} completions: generation_batch_size, or per_device_train_batch_size "
             f"x steps_per_generation) is not a multiple of num_generations={g}; TRL refuses it too"
+            + ("" if src else _processes_hint(per_dev, spg, g))
         )
     if gen % (per_dev * accum):
         raise ValueError(
@@ -256,6 +259,21 @@ def _batches(cfg: dict[str, Any], data: dict[str, Any], t: Translation) -> int:
     if per_step > 1:
         t.notes.append(f"one grpokit step = {per_step} TRL optimizer steps: max/save/eval steps divided by {per_step}")
     return per_step
+
+
+def _processes_hint(per_dev: int, spg: int, g: int) -> str:
+    """Where a recipe's batch divides: TRL's generation batch is per_device x processes x steps_per_generation, so a
+    recipe written for N processes (open-r1 launches its recipes with `accelerate launch --num_processes=7`)
+    divides there and not on grpokit's one process; the per-device value that keeps its batch on one."""
+    n = next((n for n in range(2, 65) if per_dev * n * spg % g == 0), None)
+    if n is None:
+        return f"; set per_device_train_batch_size to a multiple of num_generations={g}"
+    return (
+        f"; the recipe divides on {n} processes (per_device_train_batch_size x processes x steps_per_generation = "
+        f"{per_dev} x {n} x {spg} = {per_dev * n * spg} = {per_dev * n * spg // g} prompts x {g}), as its launch "
+        f"command runs it; grpokit trains it on one process: set per_device_train_batch_size={per_dev * n} "
+        f"({per_dev} x {n}, the same batch) or --per_device_train_batch_size {g}"
+    )
 
 
 def _policy_loss(cfg: dict[str, Any], t: Translation) -> None:
@@ -344,7 +362,7 @@ def _rewards(data: dict[str, Any], t: Translation) -> None:
     found, missing = trl_rewards.resolve(names, module)
     if missing:
         t.unsupported["reward_funcs"] = data["reward_funcs"]
-        t.refused.append(trl_rewards.fix(missing, module))
+        t.refuse(trl_rewards.fix(missing, module), "reward_funcs", lifted_by="reward.functions")
         return
     keys = ("reward_funcs", "reward_module") if module else "reward_funcs"
     # TRL's rewards read the dataset's columns by name (accuracy_reward: `solution`); TRL has no answer column

@@ -178,7 +178,7 @@ def translate(data: dict[str, Any], path: str, valid_keys: set[str]) -> Translat
         except Unsupported:
             t.unsupported[key] = cfg[key]
     for key, value in flat.items():
-        if key in t.mapped or key in t.unsupported:
+        if key in t.mapped or key in t.unsupported or key in t.ignored:
             continue
         ignored = any(fnmatch.fnmatch(key, pat) for pat in IGNORED) or value is None
         (t.ignored if ignored else t.unsupported)[key] = value
@@ -244,6 +244,10 @@ def _kl(cfg: dict[str, Any], t: Translation) -> None:
         t.notes.append("grpokit has one KL coefficient: choose the KL loss or the KL reward")
         return
     t.set(switches)
+    if not in_reward:
+        _inert_reward_kl(cfg, t)
+    if not in_loss:  # verl reads the KL loss's coefficient and estimator only with use_kl_loss
+        t.ignored.update({k: cfg[k] for k in (A + "kl_loss_coef", A + "kl_loss_type") if k in cfg})
     if not (in_loss or in_reward):
         t.set(switches, algo__kl_coef=0.0, algo__reference="none")
         return
@@ -264,6 +268,21 @@ def _kl(cfg: dict[str, Any], t: Translation) -> None:
         t.set(type_key, algo__kl_estimator=kind, algo__reference="frozen")
     else:
         t.unsupported[type_key] = kind
+
+
+def _inert_reward_kl(cfg: dict[str, Any], t: Translation) -> None:
+    """`algorithm.kl_ctrl.*` / `kl_penalty` without `use_kl_in_reward`: verl reads them only when that is True, so
+    they change nothing here (ignored, not "not supported"); the note says how to turn the in-reward KL on."""
+    inert = {k: v for k, v in cfg.items() if k.startswith("algorithm.kl_ctrl.") or k == "algorithm.kl_penalty"}
+    coef = inert.get("algorithm.kl_ctrl.kl_coef")
+    t.ignored.update(inert)
+    if coef:
+        t.notes.append(
+            f"algorithm.kl_ctrl.kl_coef={coef} has no effect in verl while algorithm.use_kl_in_reward=False; "
+            "algorithm.use_kl_in_reward=True enables it, and grpokit does the same then: each token's reward "
+            "minus kl_coef x the algorithm.kl_penalty estimate against a frozen reference (algo.kl_placement=reward, "
+            "algo.kl_controller fixed or adaptive)"
+        )
 
 
 def _batches(cfg: dict[str, Any], flat: dict[str, Any], t: Translation) -> None:

@@ -1,0 +1,167 @@
+"""Issue 39, the config-conversion and command-line part, each on a real artifact vendored byte for byte under
+tests/fixtures/jobs39 (SOURCE.md): open-r1's recipes (`torch_dtype: bfloat16` + `bf16: true`, registry reward
+names, a batch that divides on 7 processes), verl's `_generated_ppo_trainer.yaml` (an in-reward KL coefficient that
+is off), and grpokit's own options against TRL flags in the same command."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grpokit.cli.main import build_parser
+from grpokit.cli.trl_flags import apply_trl_flags
+from grpokit.config import Config, ConfigError, all_keys, build_config
+from grpokit.config.compat import translate
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+JOBS = FIXTURES / "jobs39"
+CODE = JOBS / "open-r1" / "config_demo_code.yaml"
+DEEPSEEK = JOBS / "open-r1" / "config_demo_deepseek.yaml"
+OPEN_R1_SRC = FIXTURES / "field" / "open-r1"  # open-r1's rewards.py (tests/fixtures/field/open-r1/SOURCE.md)
+VERL_YAML = FIXTURES / "field" / "verl" / "_generated_ppo_trainer.yaml"
+KEYS = set(all_keys(Config()))
+SHA256 = {
+    CODE: "dcf30329610763e4bed3ad3c3687b06f86bfeae4ad890733df324453cadc79e6",
+    DEEPSEEK: "b6a3a39004b25cd88ec7697c597c69df11c49684597313541aa5ee4d69a90fa5",
+    JOBS / "verl" / "math_dataset.py": "5aed4c3126163723afe59e0bad225feb34978f33f7dd8f855fec228a859ee7c5",
+    JOBS / "verl" / "run_qwen2-7b_math.sh": "69d18010e42b36cd055fcfc90f4811d1b517aa9f201930bce0ec7131343a23c6",
+}
+
+
+def load(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def parsed(*argv: str) -> argparse.Namespace:
+    """The namespace `grpokit` runs a command with, TRL flags translated (what main() does before the command)."""
+    args, extra = build_parser().parse_known_args(list(argv))
+    apply_trl_flags(args, extra)
+    return args
+
+
+def config_of(args: argparse.Namespace) -> Config:
+    direct = {"model.name": args.model, "data.task": args.task, "train.steps": args.steps}
+    return build_config(args.recipe, overrides=args.set, config_file=args.config, **direct)
+
+
+@pytest.fixture
+def open_r1_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(OPEN_R1_SRC))
+
+
+def test_the_vendored_artifacts_are_byte_for_byte() -> None:
+    for path, digest in SHA256.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, f"{path} differs from its SOURCE"
+
+
+# ---------------------------------------------------- item 3: torch_dtype bfloat16 + bf16 true, as TRL applies it
+
+
+@pytest.mark.parametrize(
+    ("dtype", "bf16", "want"),
+    [("bfloat16", True, ("bfloat16", "bf16")), ("bfloat16", False, ("bfloat16", "bf16")),
+     ("float32", True, ("auto", "bf16-autocast")), ("float32", False, ("float32", "fp32"))],
+)  # fmt: skip
+def test_torch_dtype_with_bf16_is_what_trl_does_with_the_two(dtype: str, bf16: bool, want: tuple) -> None:
+    t = translate({**load(DEEPSEEK), "torch_dtype": dtype, "bf16": bf16}, "r.yaml", KEYS, strict=False)
+    assert (t.keys["model.dtype"], t.keys["model.precision"]) == want
+
+
+def test_open_r1_recipe_bf16_in_config_from_trl_and_train_config(open_r1_on_path: None, tmp_path: Path) -> None:
+    """config_demo_deepseek.yaml as it is: pure bf16 weights (TRL loads bf16, its autocast then changes nothing),
+    in `train --config` (its reward names replaced by --set) and in the `--reward-module open_r1.rewards` command."""
+    t = translate({**load(DEEPSEEK), "reward_module": "open_r1.rewards"}, str(DEEPSEEK), KEYS)
+    assert (t.keys["model.dtype"], t.keys["model.precision"]) == ("bfloat16", "bf16")
+    assert t.mapped["torch_dtype"] == t.mapped["bf16"] == ["model.dtype", "model.precision"]
+    assert any("TRL loads the weights in bf16 and its bf16 autocast then changes nothing" in n for n in t.notes)
+    three = "reward.functions=[open_r1.rewards:accuracy_reward,open_r1.rewards:format_reward,format]"
+    cfg = build_config("grpo", overrides=[three], config_file=str(DEEPSEEK))
+    assert (cfg.model.dtype, cfg.model.precision) == ("bfloat16", "bf16")
+    cfg = config_of(parsed("train", "--config", str(DEEPSEEK), "--reward-module", "open_r1.rewards", "--model", "tiny"))
+    assert (cfg.model.dtype, cfg.model.precision, cfg.model.name) == ("bfloat16", "bf16", "tiny")
+    assert cfg.reward.functions[0] == "open_r1.rewards:accuracy_reward"
+
+
+def test_a_float32_flag_over_the_recipe_gives_fp32(open_r1_on_path: None) -> None:
+    args = parsed("train", "--config", str(DEEPSEEK), "--reward-module", "open_r1.rewards", "--torch_dtype", "float32",
+                  "--bf16", "false")  # fmt: skip
+    cfg = config_of(args)
+    assert (cfg.model.dtype, cfg.model.precision) == ("float32", "fp32")
+
+
+# ------------------------------------------- item 4: --set reward.functions replaces a recipe's unresolved names
+
+
+def test_set_reward_functions_applies_before_the_unresolved_names_check(capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(ConfigError, match=r"reward_funcs \['accuracy', 'format', 'tag_count'\] resolve to no"):
+        build_config("grpo", config_file=str(DEEPSEEK))
+    cfg = build_config("grpo", overrides=["reward.functions=[gsm8k,format,format]"], config_file=str(DEEPSEEK))
+    assert cfg.reward.functions == ["gsm8k", "format", "format"] and cfg.reward.weights == [1.0, 1.0, 1.0]
+    assert "note: reward_funcs is replaced by the reward.functions given after the file" in capsys.readouterr().err
+    args = parsed("train", "--config", str(DEEPSEEK), "--learning_rate", "1e-5", "--set",
+                  "reward.functions=[gsm8k,format,format]")  # fmt: skip
+    cfg = config_of(args)  # with TRL flags the file is translated in apply_trl_flags: the same rule there
+    assert cfg.reward.functions == ["gsm8k", "format", "format"] and cfg.train.lr == 1e-5
+
+
+def test_without_the_override_the_refusal_stands_on_the_command_line(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as e:
+        parsed("train", "--config", str(DEEPSEEK), "--learning_rate", "1e-5", "--set", "train.steps=2")
+    assert e.value.code == 2
+
+
+# --------------------------------------------- item 5: grpokit's own options beat TRL flags in the same command
+
+
+def test_own_options_beat_trl_flags_in_the_same_command(capsys: pytest.CaptureFixture) -> None:
+    args = parsed("train", "--model", "tiny", "--model_name_or_path", "Qwen/Qwen2-7B", "--steps", "5",
+                  "--max_steps", "2", "--learning_rate", "3e-6")  # fmt: skip
+    cfg = config_of(args)
+    assert (cfg.model.name, cfg.train.steps, cfg.train.lr) == ("tiny", 5, 3e-6)
+    err = capsys.readouterr().err
+    assert "TRL flag --model_name_or_path Qwen/Qwen2-7B yields to --model tiny (grpokit's own options win)" in err
+    assert "TRL flag --max_steps 2 yields to --steps 5" in err
+
+
+def test_own_options_beat_a_trl_files_values_and_its_flags(open_r1_on_path: None) -> None:
+    args = parsed("train", "--config", str(DEEPSEEK), "--reward-module", "open_r1.rewards", "--model", "tiny",
+                  "--model_name_or_path", "other/model", "--max_steps", "9", "--steps", "2")  # fmt: skip
+    cfg = config_of(args)
+    assert (cfg.model.name, cfg.train.steps) == ("tiny", 2)
+    alone = config_of(parsed("train", "--max_steps", "3", "--model_name_or_path", "tiny"))
+    assert (alone.model.name, alone.train.steps) == ("tiny", 3)  # without an own option the TRL flag applies
+
+
+# ---------------------------------------------------------------------------- item 6: messages that give the fix
+
+
+def test_a_batch_that_divides_on_the_recipes_processes_says_which_and_the_one_process_value(
+    open_r1_on_path: None,
+) -> None:
+    """config_demo_code.yaml: 16 x 4 = 64 completions, num_generations 14; open-r1 launches it on 7 processes."""
+    with pytest.raises(ValueError) as e:
+        translate({**load(CODE), "reward_module": "open_r1.rewards"}, str(CODE), KEYS)
+    message = str(e.value)
+    assert "is not a multiple of num_generations=14" in message and "\n" not in message
+    assert "the recipe divides on 7 processes" in message and "16 x 7 x 4 = 448 = 32 prompts x 14" in message
+    assert "set per_device_train_batch_size=112" in message
+    fixed = translate({**load(CODE), "per_device_train_batch_size": 112, "reward_module": "open_r1.rewards"},
+                      str(CODE), KEYS)  # fmt: skip
+    assert (fixed.keys["rollout.prompts_per_step"], fixed.keys["rollout.group_size"]) == (32, 14)
+
+
+def test_verls_in_reward_kl_coefficient_says_use_kl_in_reward_enables_it() -> None:
+    data = load(VERL_YAML)  # use_kl_in_reward: false, kl_ctrl.kl_coef: 0.001
+    t = translate(data, str(VERL_YAML), KEYS, strict=False)
+    assert "algorithm.kl_ctrl.kl_coef" not in t.unsupported and t.ignored["algorithm.kl_ctrl.kl_coef"] == 0.001
+    (note,) = [n for n in t.notes if "kl_ctrl.kl_coef" in n]
+    assert "algorithm.use_kl_in_reward=True enables it" in note and "algo.kl_placement=reward" in note
+    data["algorithm"]["use_kl_in_reward"] = True
+    on = translate(data, str(VERL_YAML), KEYS, strict=False)
+    assert (on.keys["algo.kl_placement"], on.keys["algo.kl_coef"], on.keys["algo.kl_estimator"]) == (
+        "reward", 0.001, "kl",
+    )  # fmt: skip
