@@ -64,6 +64,11 @@ REWARDS = Registry.of(
             "grpokit.rewards.gsm8k:gsm8k_answer",
             "1.0 if the number after the last '#### ' equals the answer string (verl's default GSM8K scorer)",
         ),
+        "verl_data_source": BuiltinReward(
+            "grpokit.rewards.verl_sources:by_data_source",
+            "each row scored by the built-in for its data_source column, as verl's default_compute_score dispatches",
+            isolated=True,
+        ),
     },
 )
 
