@@ -168,20 +168,8 @@ def train(
 
 
 def _fit(cfg: Config, run_dir: Path, functions: dict[str, Callable[..., Any]], eval_samples: int) -> dict[str, Any]:
+    """`grpokit.training.run.run` with the console display, as `grpokit train` runs it."""
     from .cli.console import Display
-    from .training.loop import fit
-    from .training.session import open_session
-    from .training.trainer import Trainer
+    from .training.run import run
 
-    session = open_session(cfg, functions=functions)
-    try:
-        trainer = Trainer(cfg, run_dir, session=session)
-    except BaseException:
-        session.close()
-        raise
-    display = Display(cfg.train.steps)
-    display.message(f"grpokit: recipe {cfg.recipe}, task {cfg.data.task}, model {cfg.model.name}, run {run_dir}")
-    try:
-        return fit(trainer, display, eval_before=True, eval_samples=eval_samples)
-    finally:
-        display.close()
+    return run(cfg, run_dir, display=Display(cfg.train.steps), functions=functions, eval_samples=eval_samples)

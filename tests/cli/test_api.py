@@ -162,3 +162,38 @@ def test_output_dir_is_the_run_directory_claimed_as_the_cli_claims_it(tmp_path: 
     with pytest.raises(OutputDirError, match="not a plain folder name"):
         train(out=str(parent), run_name="../escaped", **small)
     assert not (tmp_path / "escaped").exists()
+
+
+def live_children() -> set[int]:
+    """Process ids of this process's children that have not been reaped (Linux /proc)."""
+    return {int(pid) for task in Path("/proc/self/task").iterdir() for pid in (task / "children").read_text().split()}
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads child processes from Linux /proc")
+def test_api_prints_config_warnings_and_closes_a_multi_turn_session(
+    tmp_path: Path, capfd: pytest.CaptureFixture
+) -> None:
+    """`grpokit.train` runs through `grpokit.training.run.run` as the command line does: the config's warning is
+    printed, and the multi-turn run's tool worker (add2-tool's calculator, a sandboxed child process) and reward
+    worker are stopped when `train` returns, not left to the garbage collector."""
+    from grpokit.api import train
+
+    before = live_children()
+    result = train(
+        model="tiny",
+        train_dataset="add2-tool",
+        steps=1,
+        prompts_per_step=1,
+        group_size=2,
+        max_new_tokens=4,
+        eval_size=1,
+        out=str(tmp_path),
+        run_name="agent",
+        critic={"lr": 1e-4},  # grpo trains no critic: a setting with no effect, which the config warns about
+    )
+    assert live_children() - before == set()  # checked before anything could collect the trainer
+    out = capfd.readouterr().out
+    assert "warning: critic.lr=0.0001 has no effect: recipe 'grpo' trains no critic" in out
+    assert result.run_dir == tmp_path / "agent" and (result.run_dir / "final").is_dir()
+    rows = [json.loads(x) for x in (result.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert any("episode/turns_mean" in r for r in rows)  # it trained on episodes

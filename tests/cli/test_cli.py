@@ -74,6 +74,13 @@ def test_train_tiny_then_resume_then_eval(tmp_path: Path) -> None:
     assert "resumed from step 1" in out.stdout
     steps = [json.loads(x)["step"] for x in (run / "metrics.jsonl").read_text().splitlines() if "time/step" in x]
     assert steps == [1, 2]
+    # resumed again at its last step: nothing left to train, said in one line; nothing trained, saved or evaluated
+    files = {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
+    out = grpokit("train", "--resume", str(run))
+    assert out.returncode == 0, out.stderr
+    assert f"nothing left to train: {run} has trained 2 steps (checkpoint step_2), train.steps is" in out.stdout
+    assert "--steps N with N > 2" in out.stdout and "held-out accuracy" not in out.stdout
+    assert {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()} == files
     out = grpokit("eval", "--model", str(run / "final"), "--task", "add1", "--n", "4", "--json")
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout.strip().splitlines()[-1])

@@ -119,42 +119,16 @@ class _Silent:
         return lambda *a, **k: None
 
 
-def _run_training(
-    cfg: Any, run_dir: Path, resume: bool, eval_samples: int, resumed: tuple[list[str], list[str]] = ([], [])
-) -> dict[str, Any]:
+def _run_training(cfg: Any, run_dir: Path, eval_samples: int, resume: Any = None) -> dict[str, Any]:
+    """`grpokit.training.run.run` with the console display (rank 0's), then the run's closing lines."""
     from ..parallel.distributed import DistInfo
-    from ..training.interrupts import handle_signals
-    from ..training.loop import fit
-    from ..training.trainer import Trainer
+    from ..training.run import run
     from .console import Display
 
-    display = Display(cfg.train.steps) if DistInfo.detect().is_main else _Silent()
-    display.message(f"grpokit: recipe {cfg.recipe}, task {cfg.data.task}, model {cfg.model.name}, run {run_dir}")
-    for warning in cfg.warnings:
-        display.message(f"warning: {warning}")
-    session = None
-    if resume:
-        from ..run.checkpoint import recorded_precision
-        from ..training.session import open_session
-
-        # the precision the run trained in, not a fresh `auto` probe (a noisy probe could flip bf16 <-> fp32)
-        session = open_session(cfg, precision=recorded_precision(run_dir))
-    trainer = Trainer(cfg, run_dir, session=session)
-    if resume:
-        from ..training.resume import restore
-
-        step = restore(trainer, *resumed, display)  # overrides, torn log lines, the monitor's history
-        display.message(f"resumed from step {step}")
-    display.message(
-        f"precision {trainer.precision.name} on {trainer.device}; {cfg.rollout.prompts_per_step} prompts x "
-        f"{cfg.rollout.group_size} samples x {cfg.rollout.max_new_tokens} new tokens per step"
-    )
-    try:
-        with handle_signals():  # SIGINT/SIGTERM: finish the step, checkpoint, stop (grpokit.training.interrupts)
-            summary = fit(trainer, display, eval_before=not resume, eval_samples=eval_samples)
-    finally:
-        display.close()
-    if isinstance(display, _Silent):
+    main = DistInfo.detect().is_main
+    display = Display(cfg.train.steps) if main else _Silent()
+    summary = run(cfg, run_dir, display=display, resume=resume, eval_samples=eval_samples)
+    if not main or summary.get("nothing_left"):
         return summary
     before = summary.get("eval_before", {}).get("eval/accuracy")
     after = summary.get("eval_after", {}).get("eval/accuracy")
@@ -187,6 +161,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if args.resume:
         from ..training.resume import check_location, refuse_symlinks, repair_logs, require_checkpoint, resume_config
+        from ..training.run import Resume, nothing_left
 
         run_dir = Path(args.resume)
         check_location(run_dir, args.output_dir, args.out, args.name)  # a resume stays in its directory
@@ -198,19 +173,21 @@ def cmd_train(args: argparse.Namespace) -> int:
         ended = outcome_line(read_outcome(run_dir))
         said = f"grpokit: {run_dir} {ended}" if ended else f"grpokit: {run_dir} has no recorded end (killed?)"
         print(safe_text(said, limit=None))  # the folder's name and its recorded end: not grpokit's text
+        require_checkpoint(run_dir)
+        done = nothing_left(run_dir, cfg.train.steps)
+        if done is not None:  # a finished run: said, and left as it is (no claim, no save, no evaluation)
+            print(safe_text(done, limit=None))
+            return 0
         with stop_at_once(), claimed_run(run_dir, new=False) as end:
-            require_checkpoint(run_dir)
-            resumed = (diffs, repair_logs(run_dir))
-            summary = _run_training(cfg, run_dir, resume=True, eval_samples=args.eval_samples, resumed=resumed)
-            end.message = _end_note(summary)
+            resume = Resume(diffs, repair_logs(run_dir))
+            end.message = _end_note(_run_training(cfg, run_dir, args.eval_samples, resume))
         shutdown_distributed()
         return 0
     cfg = _config_from_args(args)
     with stop_at_once():  # a signal before training starts stops at once; the run directory is then removed
         run_dir = _rank0_run_dir(cfg, args.name)
         with claimed_run(run_dir, new=True) as end:
-            summary = _run_training(cfg, run_dir, resume=False, eval_samples=args.eval_samples)
-            end.message = _end_note(summary)
+            end.message = _end_note(_run_training(cfg, run_dir, args.eval_samples))
     shutdown_distributed()
     return 0
 
@@ -302,7 +279,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     run_dir = _new_run_dir(cfg, None)
     with claimed_run(run_dir, new=True) as end:
-        end.message = _end_note(_run_training(cfg, run_dir, resume=False, eval_samples=args.eval_samples))
+        end.message = _end_note(_run_training(cfg, run_dir, args.eval_samples))
     from ..monitor.doctor import diagnose, render
     from ..monitor.report import make_report
 

@@ -1,8 +1,8 @@
 """SIGINT / SIGTERM during training: the first one asks the loop to stop after the current step (which then writes
 a checkpoint, closes the reward worker and exits with one line); a second one stops at once.
 
-`handle_signals()` installs the handlers for the duration of a `with` block (the command line wraps training in
-it; the Python API leaves Python's own Ctrl-C behaviour alone). The loop asks `requested()` after each step.
+`handle_signals()` installs the handlers for the duration of a `with` block (`grpokit.training.run.run` wraps
+training in it, for the command line and the Python API alike). The loop asks `requested()` after each step.
 Before the first step (loading the model, the data, a checkpoint) there is no step to finish: `stop_at_once()`
 turns SIGINT/SIGTERM into `Interrupted` at once, so the command line can say so and release the run directory.
 Exit statuses follow the shell's 128 + signal number: 130 for SIGINT, 143 for SIGTERM.
