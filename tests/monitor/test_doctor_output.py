@@ -126,3 +126,20 @@ def test_unreadable_input_is_one_short_line(tmp_path: Path) -> None:
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert "not a supported training log" in bad.stderr and "docs/doctor.md" in bad.stderr
     assert len(bad.stderr) < len(str(junk)) + 320
+
+
+def test_a_reader_that_stops_reading_gets_no_traceback() -> None:
+    """`grpokit doctor runs/ --json | head -1`: the pipe closes early (the output is larger than a pipe's 64 KiB
+    buffer, so the doctor is still writing); the doctor ends with its own exit status."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "grpokit.cli", "doctor", str(REAL), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        text=True,
+    )
+    assert p.stdout is not None and p.stderr is not None
+    assert p.stdout.readline() == "{\n"
+    p.stdout.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=300) == 1 and "Traceback" not in err and "BrokenPipe" not in err, err

@@ -55,20 +55,24 @@ def doctor_main(path: str, as_json: bool = False, run: str | None = None, detail
             raise
         print(safe_text(f"error: {path}: cannot read it as a training log ({type(e).__name__}: {e})"), file=sys.stderr)
         return 2
+    try:
+        print(_text(path, diags, as_json, details))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `grpokit doctor runs/ | head`: the reader stopped reading, which is no error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return _exit_code(diags)
+
+
+def _text(path: str, diags: list[dict[str, Any]], as_json: bool, details: bool) -> str:
     if as_json:
         payload: Any = diags[0] if len(diags) == 1 else {"path": str(path), "runs": diags}
-        print(json.dumps(payload, indent=1, default=str))  # JSON writes every control character as \uXXXX
-    else:
-        if len(diags) > 1:
-            shown = safe_text(path, limit=None)
-            print(f"{shown}: {len(diags)} runs, each diagnosed on its own\n")
-            print(summary_table(diags))
-            if not details:
-                print("\nOne run's diagnosis: --run NAME; every run's: --details")
-                return _exit_code(diags)
-            print()
-        print("\n\n".join(render(d) for d in diags))
-    return _exit_code(diags)
+        return json.dumps(payload, indent=1, default=str)  # JSON writes every control character as \uXXXX
+    if len(diags) == 1:
+        return render(diags[0])
+    head = f"{safe_text(path, limit=None)}: {len(diags)} runs, each diagnosed on its own\n\n{summary_table(diags)}"
+    if not details:
+        return head + "\n\nOne run's diagnosis: --run NAME; every run's: --details"
+    return head + "\n\n" + "\n\n".join(render(d) for d in diags)
 
 
 __all__ = [
