@@ -62,6 +62,9 @@ def run_engine(args: argparse.Namespace, engine: str) -> tuple[list[dict[str, An
                 file=sys.stderr,
             )
         facts = {"precision": trainer.precision.name, "setup_s": setup}
+        model = getattr(trainer, "model", None)
+        if model is not None:  # for the update's MFU (bench/gpu_check.py)
+            facts["params"] = sum(p.numel() for p in model.parameters())
         trainer.rewards.close()
     return rows, facts
 

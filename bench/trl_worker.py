@@ -53,6 +53,7 @@ def _dataset_and_reward() -> tuple[Any, Callable[..., list[float]]]:
 
 
 def _grpo_config(out: str, steps: int, precision: str, vllm: bool, min_new: int, max_new: int, loss: str) -> Any:
+    import torch
     from trl import GRPOConfig
 
     if min_new:  # transformers' generate takes min_new_tokens, vLLM's SamplingParams min_tokens
@@ -73,7 +74,7 @@ def _grpo_config(out: str, steps: int, precision: str, vllm: bool, min_new: int,
         logging_steps=1,
         max_steps=steps,
         report_to=[],
-        use_cpu=True,
+        use_cpu=not torch.cuda.is_available(),  # on a GPU box TRL runs on the GPU too
         bf16=PRECISIONS[precision],
         save_strategy="no",
         seed=0,
@@ -83,7 +84,14 @@ def _grpo_config(out: str, steps: int, precision: str, vllm: bool, min_new: int,
 
 
 def run_trl(
-    steps: int, precision: str, *, vllm: bool = False, min_new: int = 48, max_new: int = 48, loss: str = "dapo"
+    steps: int,
+    precision: str,
+    *,
+    vllm: bool = False,
+    min_new: int = 48,
+    max_new: int = 48,
+    loss: str = "dapo",
+    model_path: str | None = None,
 ) -> tuple[list[dict[str, float]], dict[str, Any]]:
     """`steps` TRL steps (the first is the warm-up, dropped); returns per-step rows and run facts."""
     if vllm:  # the same KV-cache bound grpokit's vLLM engine uses on CPU (rollout.vllm_kv_cache_gib=2)
@@ -96,7 +104,7 @@ def run_trl(
     from grpokit.models import ensure_embedded_model
 
     t_start = time.perf_counter()
-    path = ensure_embedded_model()
+    path = model_path or ensure_embedded_model()  # model_path: a local model directory (bench/gpu_check.py)
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
     ds, reward = _dataset_and_reward()

@@ -79,7 +79,7 @@ def grpokit_rows(args: argparse.Namespace, setting: str) -> tuple[list[dict[str,
         steps=args.steps,
         min_new_tokens=args.min_new_tokens,
         recipe="dapo",
-        model="smollm2-135m-instruct",
+        model=args.model,
         task="add1",
         set=["algo.group_filter=all", f"rollout.max_new_tokens={args.max_new_tokens}", *args.set],
     )
@@ -105,7 +105,20 @@ def grpokit_rows(args: argparse.Namespace, setting: str) -> tuple[list[dict[str,
         row["fwd+bwd"] = row["forward"] + row["backward"]
         row["rest"] = row["step"] - row["generate"] - row["score"] - row["fwd+bwd"] - row["optimizer"]
         out.append(row)
+    facts["train_tokens"] = statistics.median(SAMPLES_PER_STEP * prompt_tokens(args.model) + r["tokens"] for r in out)
     return out, {**facts, "framework": f"grpokit {getattr(grpokit, '__version__', '')}".strip()}
+
+
+def prompt_tokens(model: str) -> float:
+    """Mean prompt tokens of the race's add1 prompts (chat template), for the update's token count."""
+    from decode_table import prompts
+    from transformers import AutoTokenizer
+
+    from grpokit.models import ensure_embedded_model
+
+    path = ensure_embedded_model() if model == "smollm2-135m-instruct" else model
+    ps = prompts(AutoTokenizer.from_pretrained(path, local_files_only=True), SAMPLES_PER_STEP)
+    return sum(map(len, ps)) / len(ps)
 
 
 def run_worker(args: argparse.Namespace) -> None:
@@ -127,6 +140,7 @@ def run_worker(args: argparse.Namespace) -> None:
             vllm=vllm,
             min_new=args.min_new_tokens,
             max_new=args.max_new_tokens,
+            model_path=None if args.model == "smollm2-135m-instruct" else args.model,
         )
     import torch
 
@@ -140,7 +154,7 @@ def spawn(v: Variant, args: argparse.Namespace) -> dict[str, Any]:
         result = Path(tmp) / "result.json"
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", v.name, "--result", str(result)]
         cmd += ["--steps", str(args.steps), "--min-new-tokens", str(args.min_new_tokens)]
-        cmd += ["--max-new-tokens", str(args.max_new_tokens)] + [f"--set={s}" for s in args.set]
+        cmd += ["--max-new-tokens", str(args.max_new_tokens), "--model", args.model] + [f"--set={s}" for s in args.set]
         if args.lock:
             cmd = ["flock", args.lock, *cmd]
         env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
@@ -219,6 +233,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rounds", type=int, default=2, help="A/B rounds (order reversed every other round)")
     ap.add_argument("--min-new-tokens", type=int, default=48, help="forced completion length (rollout.min_new_tokens)")
     ap.add_argument("--max-new-tokens", type=int, default=48)
+    ap.add_argument("--model", default="smollm2-135m-instruct", help="the embedded model, or a local model directory")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra grpokit config override")
     ap.add_argument("--lock", default=None, help="run each worker under `flock LOCK` (exclusive timings)")
     ap.add_argument("--json", default=None, help="also write the raw per-step results here")

@@ -128,3 +128,19 @@ def test_static_draws_the_eager_tokens_under_each_kernel_set(kernels: str) -> No
     assert run.returncode == 0, run.stderr[-2000:]
     r = json.loads(run.stdout.strip().splitlines()[-1])
     assert r["same_tokens"] and r["logp_diff"] < 1e-3 and r["min_new_tokens_held"], r
+
+
+def test_the_static_step_is_one_graph() -> None:
+    """What CUDA graphs capture is the whole step: torch.compile(fullgraph=True) traces the model's forward, the
+    head and the draw without a break (a break would be a host round-trip per token), and draws the same tokens."""
+    model, tok = load_model_and_tokenizer("tiny")
+    params = SamplingParams(n=4, max_new_tokens=10, top_k=20, top_p=0.9, min_new_tokens=2)
+    outs = []
+    for compiled in (False, True):
+        eng = SharedPrefixSampler(model, tok, decode="static", generator=torch.Generator().manual_seed(0))
+        if compiled:
+            static = eng.static_decoder()
+            static.step = torch.compile(static.step, fullgraph=True, backend="eager", dynamic=False)
+        outs.append(eng.generate(_prompts(tok, 2), params))
+    assert torch.equal(outs[0].completion_ids, outs[1].completion_ids)
+    torch.testing.assert_close(outs[0].sampler_logp, outs[1].sampler_logp)
