@@ -114,14 +114,13 @@ def test_allowed_values_come_from_the_registries(override: str, message: str) ->
     assert message in str(e.value)
 
 
-def test_an_unknown_group_filter_stops_before_the_model_loads() -> None:
-    from grpokit.training import Trainer
-    from grpokit.training.phases.filter import GROUP_FILTERS
+def test_an_unknown_group_filter_is_refused_with_the_config() -> None:
+    """algo.group_filter is validated by AlgoConfig.validate like every other choice: the config is refused."""
+    from grpokit.algos import GROUP_FILTERS
 
     assert GROUP_FILTERS.primary() == ["all", "dynamic_sampling", "gpg"]
-    cfg = build_config("grpo", overrides=["algo.group_filter=dynamic_samplng", "model.name=no/such/model"])
-    with pytest.raises(ConfigError, match="algo.group_filter: unknown group filter 'dynamic_samplng'. Did you mean"):
-        Trainer(cfg, "unused")
+    with pytest.raises(ConfigError, match=r"algo.group_filter='dynamic_samplng' is not one of \('all', 'dynamic_sampl"):
+        build_config("grpo", overrides=["algo.group_filter=dynamic_samplng", "model.name=no/such/model"])
 
 
 def test_gpg_threshold_with_another_group_filter_is_warned_not_ignored() -> None:

@@ -126,7 +126,7 @@ def test_dynamic_sampling_shortfall_is_an_error_naming_the_fix_and_partial_is_op
     """Spec §5 / verl: a batch that cannot be filled in max_gen_rounds is an error by default; the message says
     the model fails every prompt (all-zero reward) and names the fixes. `ds_shortfall=partial` opts in to
     training on short batches, flagged `sampling/short_batch`. Rounds sample ceil(ds_oversample x P) prompts."""
-    from grpokit.training.phases.filter import DynamicSamplingError
+    from grpokit.algos.group_filter import DynamicSamplingError
 
     common = [*TINY, "train.steps=1", "reward.functions=[toy_rewards:always_zero]", "algo.max_gen_rounds=2"]
     cfg = build_config("dapo", overrides=common)
@@ -146,7 +146,7 @@ def test_shortfall_with_identical_graded_rewards_names_collapse_not_a_solved_tas
     """Groups of identical rewards that are neither all correct nor all wrong (a graded reward, here one that
     ignores the completion; in training, a collapsed policy that emits one completion per prompt) are not "the
     task is learned": the message says identical rewards and names entropy collapse and its fixes."""
-    from grpokit.training.phases.filter import DynamicSamplingError
+    from grpokit.algos.group_filter import DynamicSamplingError
 
     overrides = [*TINY, "train.steps=1", "reward.functions=[toy_rewards:always_half]", "algo.max_gen_rounds=1"]
     tr = Trainer(build_config("dapo", overrides=overrides), tmp_path)
@@ -161,7 +161,7 @@ def test_shortfall_with_identical_graded_rewards_names_collapse_not_a_solved_tas
 def test_same_answer_to_different_prompts_is_not_a_noisy_reward() -> None:
     """ "8" is right for 3+5 and wrong for 2+2: only repeats under one prompt may show verifier noise (the demo
     raised a false critical alert when repeats were matched across prompts)."""
-    from grpokit.monitor.measures import reward_consistency_signals
+    from grpokit.algos.measures import reward_consistency_signals
 
     texts = ["8", "8", "8", "8"]
     rewards = torch.tensor([1.0, 1.0, 0.0, 0.0])

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import advantages, correction, entropy, kl, kl_placement, policy_loss, reference, shaping  # noqa: F401  (register everything)
+from . import advantages, correction, entropy, group_filter, kl, kl_placement, policy_loss, reference, shaping  # noqa: F401  (register everything)
 from .advantages import (
     explained_variance,
     gae,
@@ -44,7 +44,16 @@ from .kl import (
     sequence_kl,
 )
 from .policy_loss import covariance_score, top_entropy_mask, top_entropy_threshold
-from .registry import ADVANTAGES, AGGREGATIONS, IS_CORRECTIONS, KL_ESTIMATORS, KL_PLACEMENTS, POLICY_LOSSES, REFERENCES
+from .registry import (
+    ADVANTAGES,
+    AGGREGATIONS,
+    GROUP_FILTERS,
+    IS_CORRECTIONS,
+    KL_ESTIMATORS,
+    KL_PLACEMENTS,
+    POLICY_LOSSES,
+    REFERENCES,
+)
 from .shaping import group_keep_mask, overlong_filter, soft_overlong_punishment
 from .value import value_loss
 
@@ -77,6 +86,7 @@ __all__ = [
     "EntropyCoef",
     "FixedKLController",
     "KL_CONTROLLERS",
+    "GROUP_FILTERS",
     "KL_PLACEMENTS",
     "REFERENCES",
     "LossInputs",

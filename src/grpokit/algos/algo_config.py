@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from .components import SLOTS, Component, component_keys, unused_message
 from .kl import KL_CONTROLLERS
-from .registry import KL_PLACEMENTS, REFERENCES
+from .registry import GROUP_FILTERS, KL_PLACEMENTS, REFERENCES
 
 
 @dataclass
@@ -81,8 +81,8 @@ class AlgoConfig:
     is_correction: str | None = None
     is_c_max: float | None = None
     is_c_min: float | None = None
-    # which sampled groups a step trains on (§5, §6), one of `grpokit.training.phases.filter.GROUP_FILTERS`:
-    # all | dynamic_sampling (DAPO) | gpg (GPG resampling); the old switch algo.dynamic_sampling=true still works
+    # which sampled groups a step trains on (§5, §6), one of `GROUP_FILTERS` (group_filter.py):
+    # all | dynamic_sampling (DAPO) | gpg (GPG resampling)
     group_filter: str = "all"
     # DAPO shaping and filtering (§5)
     filter_metric: str = "accuracy"
@@ -238,6 +238,7 @@ class AlgoConfig:
             ("reference", REFERENCES),
             ("kl_placement", KL_PLACEMENTS),
             ("kl_controller", KL_CONTROLLERS),
+            ("group_filter", GROUP_FILTERS),
         ):
             if getattr(self, name) not in registry:
                 raise ValueError(f"algo.{name}={getattr(self, name)!r} is not one of {tuple(registry.names())}")

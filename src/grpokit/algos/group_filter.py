@@ -1,41 +1,62 @@
-"""Filter phase: which sampled groups a step trains on (docs/math.md §5 dynamic sampling, §6 GPG resampling).
+"""Group filters: which sampled groups a step trains on (docs/math.md §5 dynamic sampling, §6 GPG resampling).
 
-A group filter is chosen by one key, `algo.group_filter`, among the registered `GROUP_FILTERS`. The step asks it how
-many prompts to sample next (`request()`: None when it has what it needs), gives it each scored round (`add`), and
-takes the training batch and the filter's metrics (`result()`):
+A group filter is chosen by one key, `algo.group_filter`, among the registered `GROUP_FILTERS` (validated with the
+other choices by `AlgoConfig.validate`). The step asks it how many prompts to sample next (`request()`: None when it
+has what it needs), gives it each scored round (`add`), and takes the training batch and the filter's metrics
+(`result()`):
 
     groups = GROUP_FILTERS[algo.group_filter](prompts, algo)
     while (n := groups.request()) is not None:
         groups.add(score(rollout(n)))
     batch, metrics = groups.result()
+
+A round is anything with the `Scored` protocol's fields (the trainer's `training/batch.py` `Batch` is one): the
+filters read rewards, accuracy and group ids, and select, concatenate and mark rounds, nothing else.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any, Protocol
 
 import torch
 
-from ... import metric_names as mn
-from ...algos.compose import AlgoConfig
-from ...algos.shaping import group_keep_mask
-from ...common.errors import GrpokitError
-from ...common.registry import Registry
-from ...monitor.measures import zero_variance_signals
-from ..batch import Batch
+from .. import metric_names as mn
+from ..common.errors import GrpokitError
+from .algo_config import AlgoConfig
+from .measures import zero_variance_signals
+from .registry import GROUP_FILTERS
+from .shaping import group_keep_mask
 
-GROUP_FILTERS = Registry("group filter")
+
+class Scored(Protocol):
+    """One scored round as a group filter sees it: per-sample rewards, accuracy and group ids ([N] tensors), and
+    free-form extras; `select` keeps some samples, `concat` joins rounds."""
+
+    rewards: torch.Tensor
+    accuracy: torch.Tensor
+    group_ids: torch.Tensor
+    extras: dict[str, Any]
+
+    def select(self, idx: torch.Tensor) -> Scored: ...
+
+    @staticmethod
+    def concat(parts: list[Any]) -> Any: ...
 
 
 class DynamicSamplingError(GrpokitError, RuntimeError):
     """Dynamic sampling could not fill the batch within `algo.max_gen_rounds` rounds."""
 
 
-def _filter_metric(b: Batch, cfg: AlgoConfig) -> torch.Tensor:
+def _concat(parts: list[Scored]) -> Scored:
+    return type(parts[0]).concat(parts)
+
+
+def _filter_metric(b: Scored, cfg: AlgoConfig) -> torch.Tensor:
     return b.accuracy if cfg.filter_metric == "accuracy" else torch.nan_to_num(b.rewards, nan=0.0)
 
 
-def _groups(b: Batch) -> list[torch.Tensor]:
+def _groups(b: Scored) -> list[torch.Tensor]:
     return [torch.nonzero(b.group_ids == g).squeeze(1) for g in torch.unique(b.group_ids)]
 
 
@@ -44,22 +65,22 @@ class GroupFilter:
 
     def __init__(self, prompts: int, algo: AlgoConfig) -> None:
         self.prompts, self.algo = prompts, algo
-        self.drawn: list[Batch] = []
+        self.drawn: list[Scored] = []
 
     def request(self) -> int | None:
         """Prompts to sample in the next round, or None when the filter has what it needs."""
         return self.prompts if not self.drawn else None
 
-    def add(self, b: Batch) -> None:
+    def add(self, b: Scored) -> None:
         """A scored round."""
         self.drawn.append(b)
 
-    def result(self) -> tuple[Batch, dict[str, float]]:
+    def result(self) -> tuple[Scored, dict[str, float]]:
         """The training batch and the filter's metrics (zero-variance signals of everything drawn, rounds)."""
-        return Batch.concat(self.drawn), self.metrics()
+        return _concat(self.drawn), self.metrics()
 
     def metrics(self) -> dict[str, float]:
-        allb = Batch.concat(self.drawn)
+        allb = _concat(self.drawn)
         m = zero_variance_signals(allb.rewards, allb.accuracy, allb.group_ids)
         m[mn.SAMPLING_ROUNDS] = float(len(self.drawn))
         m[mn.SAMPLING_SHORT_BATCH] = 0.0  # 1.0 when dynamic sampling trains on a short batch (ds_shortfall=partial)
@@ -86,29 +107,29 @@ class DynamicSampling(GroupFilter):
 
     def __init__(self, prompts: int, algo: AlgoConfig) -> None:
         super().__init__(prompts, algo)
-        self.kept: list[Batch] = []
+        self.kept: list[Scored] = []
         self.per_round = max(prompts, math.ceil(algo.ds_oversample * prompts))
 
     def request(self) -> int | None:
         full = len(self.kept) >= self.prompts
         return None if full or len(self.drawn) >= max(self.algo.max_gen_rounds, 1) else self.per_round
 
-    def add(self, b: Batch) -> None:
+    def add(self, b: Scored) -> None:
         super().add(b)
         keep = group_keep_mask(_filter_metric(b, self.algo), b.group_ids)
         for idx in _groups(b):
             if bool(keep[idx[0]]) and len(self.kept) < self.prompts:
                 self.kept.append(b.select(idx))
 
-    def result(self) -> tuple[Batch, dict[str, float]]:
+    def result(self) -> tuple[Scored, dict[str, float]]:
         metrics = self.metrics()
         if len(self.kept) >= self.prompts:
-            return Batch.concat(self.kept), metrics
+            return _concat(self.kept), metrics
         if self.algo.ds_shortfall != "partial":
             raise DynamicSamplingError(shortfall_message(len(self.kept), self.prompts, self.algo, metrics))
         metrics[mn.SAMPLING_SHORT_BATCH] = 1.0
         if self.kept:
-            return Batch.concat(self.kept), metrics
+            return _concat(self.kept), metrics
         last = self.drawn[-1]
         last.extras["no_valid_group"] = True  # nothing to learn from: the trainer skips this step's update
         metrics[mn.SAMPLING_NO_VALID_GROUP] = 1.0
@@ -154,22 +175,22 @@ class GPGResampling(GroupFilter):
 
     def __init__(self, prompts: int, algo: AlgoConfig) -> None:
         super().__init__(prompts, algo)
-        self.valid: list[Batch] = []
-        self.degenerate: list[Batch] = []
+        self.valid: list[Scored] = []
+        self.degenerate: list[Scored] = []
 
     def request(self) -> int | None:
         if self.drawn and min(1.0, len(self.valid) / self.prompts) >= (self.algo.gpg_threshold or 0.0):
             return None
         return self.prompts if len(self.drawn) < max(self.algo.max_gen_rounds, 1) else None
 
-    def add(self, b: Batch) -> None:
+    def add(self, b: Scored) -> None:
         super().add(b)
         keep = group_keep_mask(torch.nan_to_num(b.rewards, nan=0.0), b.group_ids)
         for idx in _groups(b):
             (self.valid if bool(keep[idx[0]]) and len(idx) > 1 else self.degenerate).append(b.select(idx))
 
-    def result(self) -> tuple[Batch, dict[str, float]]:
+    def result(self) -> tuple[Scored, dict[str, float]]:
         chosen = (self.valid + self.degenerate)[: self.prompts]
         metrics = self.metrics()
         metrics[mn.GPG_VALID_FRAC] = min(len(self.valid), self.prompts) / max(len(chosen), 1)
-        return Batch.concat(chosen), metrics
+        return _concat(chosen), metrics

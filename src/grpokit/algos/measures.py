@@ -1,6 +1,6 @@
 """The §17 measures: each per-step failure-mode signal computed from a batch's tensors, with the exact definitions of
-docs/math.md §17 (pure torch, NaN for empty sets). The step's signals phase (`grpokit.training.phases.signals`) calls
-them."""
+docs/math.md §17 (pure torch, NaN for empty sets). The training step's signals phase calls them; the group filters
+(`group_filter.py`) read the zero-variance ones."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from .. import metric_names as mn
-from ..algos.masked import group_stats, masked_mean, masked_sum
+from .masked import group_stats, masked_mean, masked_sum
 
 NAN = float("nan")
 

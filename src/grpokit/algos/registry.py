@@ -15,6 +15,7 @@ from ..common.registry import REQUIRED, Param, Registry, declared_params
 __all__ = [
     "ADVANTAGES",
     "AGGREGATIONS",
+    "GROUP_FILTERS",
     "IS_CORRECTIONS",
     "KL_ESTIMATORS",
     "KL_PLACEMENTS",
@@ -33,3 +34,4 @@ KL_ESTIMATORS = Registry("KL estimator")
 IS_CORRECTIONS = Registry("importance-sampling correction")
 REFERENCES = Registry("reference")  # the KL reference policy's strategies (reference.py)
 KL_PLACEMENTS = Registry("KL placement")  # where the KL penalty enters the update (kl_placement.py)
+GROUP_FILTERS = Registry("group filter")  # which sampled groups a step trains on (group_filter.py)

@@ -22,6 +22,7 @@ import torch
 
 from .. import algos
 from .. import metric_names as mn
+from ..algos.group_filter import GROUP_FILTERS
 from ..algos.kl_placement import make_placement
 from ..algos.reference import make_reference
 from ..algos.schedules import lr_lambda
@@ -41,11 +42,10 @@ from .critic import CriticOptimizer, build_critic
 from .detector_context import monitor_context
 from .evaluation import evaluate
 from .phases.advantage import advantage_metrics, prepare, score_pass
-from .phases.filter import GROUP_FILTERS
+from .phases.batch_source import in_sampler_thread, make_batch_source
 from .phases.rollout import PromptStream, sample_groups
 from .phases.scoring import score_rollout
 from .phases.signals import step_signals
-from .phases.batch_source import in_sampler_thread, make_batch_source
 from .phases.update import TrainState, run_update
 from .phases.value_pretrain import pretrain_critic
 from .session import Session, open_session

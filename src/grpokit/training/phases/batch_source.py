@@ -34,11 +34,11 @@ import torch
 
 from ... import metric_names as mn
 from ...agents.signals import episode_metrics
+from ...algos.group_filter import GROUP_FILTERS
 from ...config import ConfigError
 from ...rewards import RewardResult
 from ...rollout.hf import SharedPrefixSampler, sample_tokens
 from ..batch import Batch
-from .filter import GROUP_FILTERS
 from .scoring import merge_round_metrics
 
 SAMPLER_THREAD = threading.local()  # `active` is True in the background sampler's thread

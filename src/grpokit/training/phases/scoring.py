@@ -11,9 +11,9 @@ import torch
 
 from ... import algos
 from ... import metric_names as mn
+from ...algos import measures
 from ...algos.compose import AlgoConfig
 from ...data import Example
-from ...monitor import measures
 from ...rewards import RewardManager
 from ...rollout import RolloutOutput
 from ..batch import Batch, from_rollout

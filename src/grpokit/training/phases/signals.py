@@ -12,8 +12,8 @@ import torch
 
 from ... import algos
 from ... import metric_names as mn
+from ...algos import measures
 from ...algos.compose import AlgoConfig
-from ...monitor import measures
 from ..batch import Batch
 
 
