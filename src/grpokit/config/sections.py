@@ -138,7 +138,9 @@ class TrainConfig:
     save_every: int = 25
     # checkpoints kept, the newest (TRL's save_total_limit; 0 keeps all); the old name train.keep_checkpoints works
     save_total_limit: int = 2
-    save_only_model: bool = False  # TRL's name: checkpoints without optimizer state (a third the size; no resume)
+    # TRL's name. true: no checkpoint holds optimizer state (a third the size; no resume); false: every one does;
+    # unset (default): every one a resume needs, not the checkpoint of a finished run's last step (docs/training.md)
+    save_only_model: bool | None = None
     log_completions: int = 4
     seed: int = 0
     out: str = "runs"  # parent folder of run directories (--out)
