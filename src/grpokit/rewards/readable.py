@@ -17,8 +17,9 @@ beneath:
   system-wide files that libraries read (`/proc/cpuinfo`, `/proc/meminfo`, `/proc/stat`, `/proc/sys`, ...):
   no other process's command line, environment or memory, and no listing of /proc;
 - the reward's own module: the directory of a `file.py` spec, or the package or file a `module:function`
-  spec names, and the module files of the functions given in Python; where that directory is, or holds, the
-  working directory or a home directory, only the module's own file;
+  spec names (found on `sys.path`, then in the working directory), and the module files of the functions given
+  in Python; where that directory is, or holds, the working directory or a home directory, only the module's
+  own file;
 - `SandboxLimits.readable`: what the trainer adds (the data and the run directory) and the config key
   `reward.sandbox_readable`; and the worker's private directory (read and write).
 
@@ -124,7 +125,7 @@ def module_paths(spec: str, cwd: str) -> list[str]:
     module = spec.rpartition(":")[0]
     if module.endswith(".py"):
         return module_file(os.path.join(cwd, os.path.expanduser(module)))
-    search = [os.path.join(cwd, p) for p in sys.path]
+    search = [*(os.path.join(cwd, p) for p in sys.path), cwd]  # then the working directory, as `load_reward`
     try:
         found = importlib.machinery.PathFinder.find_spec(module.split(".")[0], search)
     except (ImportError, ValueError, OSError):

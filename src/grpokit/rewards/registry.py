@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -89,8 +90,30 @@ def _file_of(spec: str, module: str, cwd: str | None) -> Path:
     if cwd is not None and not path.is_absolute():
         path = Path(cwd) / path
     if not path.is_file():
-        raise ValueError(f"reward {spec!r}: file {module!r} does not exist")
+        raise ValueError(f"reward {spec!r}: file {module!r} does not exist (looked for {str(path.absolute())!r})")
     return path
+
+
+def _from_directory(module: str, where: Path) -> object | None:
+    """`module` imported from the folder `where` (a `name.py` or a `name/` package there), or None when the folder
+    has neither. Found with a stat of each name, not a listing: a sandboxed worker may not list the folder."""
+    top = module.split(".")[0]
+    package, file = where / top / "__init__.py", where / f"{top}.py"
+    if not package.is_file() and not file.is_file():
+        return None
+    origin = package if package.is_file() else file
+    locations = [str(package.parent)] if origin is package else None
+    mspec = importlib.util.spec_from_file_location(top, origin, submodule_search_locations=locations)
+    if mspec is None or mspec.loader is None:
+        return None
+    mod = importlib.util.module_from_spec(mspec)
+    sys.modules[top] = mod
+    try:
+        mspec.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop(top, None)
+        raise
+    return mod if top == module else importlib.import_module(module)
 
 
 def _import_module(spec: str, module: str, attr: str, cwd: str | None = None) -> object:
@@ -107,10 +130,17 @@ def _import_module(spec: str, module: str, attr: str, cwd: str | None = None) ->
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as e:
-        where = "it" if e.name == module else f"{e.name!r}, which it imports,"
+        where = Path(cwd or os.getcwd()).resolve()
+        if e.name == module.split(".")[0]:
+            found = _from_directory(module, where)  # TRL users pass functions of the script beside them
+            if found is not None:
+                return found
+        what = "it" if e.name == module else f"{e.name!r}, which it imports,"
+        top = module.split(".")[0]
         raise ValueError(
-            f"reward {spec!r}: cannot import module {module!r} ({e}); make sure {where} is importable "
-            f"(installed or on PYTHONPATH), or give a file path such as path/to/rewards.py:{attr}"
+            f"reward {spec!r}: cannot import module {module!r} ({e}); looked for {top}.py and {top}/ in the working "
+            f"directory {str(where)!r} and on the Python path ({len(sys.path)} entries: installed packages, "
+            f"PYTHONPATH); make sure {what} is there, or give a file path such as path/to/rewards.py:{attr}"
         ) from e
 
 
