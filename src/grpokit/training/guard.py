@@ -1,7 +1,7 @@
 """The training loop's safety checks around each step (`grpokit.training.loop.fit` calls them):
 
 - `health()`: the largest |w| of the trainable weights (`train/weight_max_abs`), and the learning rate, for the
-  divergence detector (`grpokit.monitor.divergence`), which also gets log|V| and the weights before training;
+  divergence detector (`grpokit.monitor.detectors.divergence`), which also gets log|V| and the weights before training;
 - `after_step(alerts)`: a divergence alert stops the run (`train.on_divergence=stop`, the default) before the
   step's checkpoint, so no checkpoint of a dead model is written; `continue` keeps training;
 - `learned()`: with `monitor.stop_when_learned`, an active alert that reads the task as learned ends the run after

@@ -20,8 +20,9 @@ Robustness rules every detector follows (a property test feeds them random and d
 Modules: `base` (Alert, Detector, Windowed, the registry), `rows` (reading rows, step windows), `context`
 (which fixes can act), one module per failure family (`collapse`, `explosion`,
 `kl_drift`, `length`, `short_batch`, `ratios`,
-`reward`, `numerical`, `saturation`, `staleness`, `episodes`; importing them registers their detectors, in this
-order) and `runner` (`Monitor`, `rank`).
+`reward`, `numerical`, `saturation`, `staleness`, `episodes`, `divergence`; importing them registers their
+detectors, in this order) and `runner` (`Monitor`, `rank`). `divergence` needs the weights, so it fires on live runs
+only.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from .numerical import Numerical
 from .saturation import Saturation
 from .staleness import StaleSampler
 from .episodes import EnvTokenShare, EpisodeLimits, MalformedToolCalls, ToolFailures
+from .divergence import Divergence
 # isort: on
 
 __all__ = [
@@ -60,6 +62,7 @@ __all__ = [
     "Alert",
     "ClippingAnomaly",
     "Detector",
+    "Divergence",
     "EntropyCollapse",
     "EntropyExplosion",
     "EnvTokenShare",

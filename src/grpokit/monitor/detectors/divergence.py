@@ -1,5 +1,5 @@
 """The divergence detector: the update has broken the model, and further steps (and checkpoints) only keep a dead
-model. Registered in the detectors' registry on import (`grpokit.monitor` imports it).
+model. Registered in the detectors' registry like every other detector, last (`detectors/__init__.py`).
 
 Three signs, each judged on the policy's own numbers:
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .. import metric_names as mn
-from .detectors import Alert, Detector, register
+from ... import metric_names as mn
+from .base import Alert, Detector, register
 
 
 def _value(m: dict[str, Any], key: str) -> float:
