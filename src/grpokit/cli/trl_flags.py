@@ -51,6 +51,20 @@ def _own_options(args: argparse.Namespace) -> dict[str, str]:
     return out
 
 
+def _check_job(args: argparse.Namespace, keys: dict[str, Any], later: set[str]) -> None:
+    """`grpokit.config.build.check_job` on a TRL file translated with its flags; exit 2 when it names no data or
+    no reward."""
+    from ..config import ConfigError
+    from ..config.build import check_job
+
+    given = set(keys) | later
+    task = args.task or keys.get("data.task") or ""
+    try:
+        check_job(args.config, given, task, ["given"] if "reward.functions" in given else [], None)
+    except ConfigError as e:
+        _fail(args.command, str(e))
+
+
 def _fail(command: str, message: str) -> None:
     print(f"grpokit {command}: error: {message}", file=sys.stderr)
     raise SystemExit(2)
@@ -98,6 +112,8 @@ def apply_trl_flags(args: argparse.Namespace, extra: list[str]) -> None:
         print(f"grpokit: TRL flag {line.split(' -> ')[0] + ' ' + said if said else line}", file=sys.stderr)
     if base is not None:
         print(f"grpokit: {t.message()}", file=sys.stderr)
+        if command == "train":  # the file's data and reward, or what is given after it: never a built-in default
+            _check_job(args, t.keys, later)
         args.config = None  # translated here, together with the flags
     keys = set(given) | ({"reward_module"} if module else set())
     translated = [o for o in trl_flags.overrides(t, keys, whole_file=base is not None) if o.split("=")[0] not in own]

@@ -42,6 +42,10 @@ class DataConfig:
     prompt_key: str = "prompt"  # dotted keys reach nested fields; a list of chat messages is a conversation
     answer_key: str | None = "answer"  # e.g. reward_model.ground_truth; null: no reference answers
     eval_data: str | None = None
+    # more files read like data.task / data.eval_data and added to them (verl's data.train_files / val_files lists,
+    # e.g. GSM8K + MATH parquet: each row keeps its own data_source)
+    extra_files: list[str] = field(default_factory=list)
+    extra_eval_files: list[str] = field(default_factory=list)
     system_prompt: str | None = None
     subset: str | None = None  # the configuration of a datasets name (load_dataset's `name`, e.g. main)
     split: str = "train"

@@ -19,7 +19,7 @@ from .registry import TASKS, get_task, unknown_name_error
 from .sources import hub_offline, looks_like_path, open_hub, open_local
 from .task import sample_pool
 
-__all__ = ["load_examples", "load_hf_dataset", "load_jsonl", "record_to_example"]
+__all__ = ["load_examples", "load_files", "load_hf_dataset", "load_jsonl", "record_to_example"]
 
 
 def _existing(path: str | Path) -> Path:
@@ -165,3 +165,31 @@ def load_examples(
     else:
         examples = load_hf_dataset(spec, split=split, prompt_key=prompt_key, answer_key=answer_key, subset=subset)
     return sample_pool(examples, n, seed, cycle=split == "train")
+
+
+def load_files(
+    specs: list[str], split: str = "train", n: int | None = None, seed: int = 0, **keys: Any
+) -> list[Example]:
+    """`load_examples` over several data files or datasets names read as one (verl's `data.train_files` list): each
+    file's rows in order, then a seeded sample of `n` as `load_examples` draws it. One spec is `load_examples`
+    itself. An id two files share (`train/1` of gsm8k/train.parquet and math/train.parquet) gets its file's folder
+    in front (`math/train/1`), so every example keeps its own id."""
+    if len(specs) == 1:
+        return load_examples(specs[0], split, n, seed, **keys)
+    builtin = [s for s in specs if s in TASKS]
+    if builtin:
+        raise ValueError(
+            f"data.extra_files adds data files to a data file, and {builtin[0]!r} is a built-in task; give data "
+            "files or datasets names in data.task and data.extra_files"
+        )
+    pool: list[Example] = []
+    seen: set[str] = set()
+    for spec in specs:
+        for ex in load_examples(spec, split, None, seed, **keys):
+            if ex.id in seen:
+                ex.id = f"{Path(spec).expanduser().parent.name or 'data'}/{ex.id}"
+            while ex.id in seen:
+                ex.id = f"{ex.id}+"
+            seen.add(ex.id)
+            pool.append(ex)
+    return sample_pool(pool, n, seed, cycle=split == "train")

@@ -36,3 +36,11 @@ def task_tools(task: str) -> list[str]:
 def list_tasks() -> dict[str, str]:
     """Task name -> one-line description."""
     return {name: task.description for name, task in sorted(TASKS.items())}
+
+
+def default_reward_for(task: str, answer_key: str | None) -> str | None:
+    """The reward used when `reward.functions` is empty: a built-in task's own, `math_verify` for data with
+    reference answers, None for data without (`data.answer_key: null`)."""
+    if task in TASKS:
+        return TASKS[task].default_reward
+    return "math_verify" if answer_key else None

@@ -17,8 +17,8 @@ import torch
 from .chat import conversation, has_own_system, render_prompt
 from .example import Example
 from .limits import PromptLimit, encode_prompts
-from .loaders import load_examples
-from .registry import get_task
+from .loaders import load_files
+from .registry import default_reward_for, get_task
 
 log = logging.getLogger(__name__)
 DEFAULT_EVAL_SIZE = 200
@@ -69,6 +69,11 @@ def _examples(d: Any, seed: int) -> tuple[list[Example], list[Example], str | No
     except (ValueError, KeyError):
         task = None
     eval_size = d.eval_size if d.eval_size is not None else DEFAULT_EVAL_SIZE
+    if task is not None and (d.extra_files or d.extra_eval_files):
+        raise ValueError(
+            f"data.extra_files / extra_eval_files add data files to a data file, and data.task={d.task!r} is a "
+            "built-in task: give a data file in data.task, or drop the extra files"
+        )
     if task is not None:
         return (
             task.examples("train", d.train_size, seed),
@@ -76,11 +81,15 @@ def _examples(d: Any, seed: int) -> tuple[list[Example], list[Example], str | No
             (task.default_reward),
         )
     keys = {"prompt_key": d.prompt_key, "answer_key": d.answer_key, "subset": d.subset}
-    reward = "math_verify" if d.answer_key else None
+    reward = default_reward_for(d.task, d.answer_key)
+    files = [d.task, *(d.extra_files or [])]
     if d.eval_data:
-        train = load_examples(d.task, d.split, d.train_size, seed, **keys)
-        return train, load_examples(d.eval_data, "test", None, seed + 1, **keys)[:eval_size], reward
-    pool = load_examples(d.task, d.split, None, seed, **keys)
+        train = load_files(files, d.split, d.train_size, seed, **keys)
+        held_out = load_files([d.eval_data, *(d.extra_eval_files or [])], "test", None, seed + 1, **keys)
+        return train, held_out[:eval_size], reward
+    if d.extra_eval_files:
+        raise ValueError("data.extra_eval_files adds to data.eval_data, which is not set: set data.eval_data too")
+    pool = load_files(files, d.split, None, seed, **keys)
     train, held_out = split_by_prompt(pool, eval_size, seed)
     return (train[: d.train_size] if d.train_size else train), held_out, reward
 

@@ -5,13 +5,19 @@ A verl job without `custom_reward_function` is scored by `default_compute_score(
 below is that dispatch, each entry naming the grpokit built-in used instead and how close it is. A data source
 verl has no default for (it raises NotImplementedError), or whose scorer grpokit has no counterpart for (code run
 in verl's sandbox, geometry3k), gets `ValueError` with one line: the data source and the fix.
+
+`by_data_source` (the built-in reward `verl_data_source`) is that dispatch as a reward: each row is scored by the
+grpokit counterpart of its own `data_source`'s scorer, as verl scores data mixing sources (GSM8K + MATH in
+verl's examples/grpo_trainer/run_qwen2-7b_math.sh).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..common.registry import Registry
+from ..data.example import Example
 
 
 @dataclass(frozen=True)
@@ -65,3 +71,33 @@ def verl_scorer(data_source: str) -> VerlScorer:
         "MATH, math_dapo/aime and numina sources); set custom_reward_function.path/name to your compute_score, or "
         "--set reward.functions=[...]"
     )
+
+
+def data_source_of(example: Example) -> str:
+    """The row's `data_source` column (verl's parquet schema); ValueError naming the row when it has none."""
+    row = example.columns if example.columns is not None else example.meta
+    source = row.get("data_source") if isinstance(row, dict) else None
+    if source is None:
+        raise ValueError(
+            f"{example.where}: no data_source field; verl's default scorer picks each row's check by it: add the "
+            "column (verl's preprocessing writes it), or set reward.functions to one reward for every row"
+        )
+    return str(source)
+
+
+def by_data_source(completions: list[str], examples: list[Example]) -> Sequence[float | None]:
+    """verl's `default_compute_score` dispatch: each row scored by the grpokit reward for its `data_source`
+    (`verl_scorer`), the rows of one reward scored together."""
+    from .registry import load_reward
+
+    if len(completions) != len(examples):
+        raise ValueError(f"{len(completions)} completions for {len(examples)} examples")
+    rows: dict[str, list[int]] = {}
+    for i, ex in enumerate(examples):
+        rows.setdefault(verl_scorer(data_source_of(ex)).reward, []).append(i)
+    out: list[float | None] = [None] * len(completions)
+    for reward, idx in rows.items():
+        values = load_reward(reward)([completions[i] for i in idx], [examples[i] for i in idx])
+        for i, v in zip(idx, values):
+            out[i] = v
+    return out

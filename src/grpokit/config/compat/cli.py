@@ -48,6 +48,11 @@ def cmd_config(args: argparse.Namespace) -> int:
         raise ConfigError(str(e)) from None
     if found is None:  # a format was named, so translate always answers
         raise ConfigError(f"{label}: not a {fmt} config")
+    lost = dropped(found, data, fmt)
+    if found.refused or lost:
+        print(f"grpokit: {found.message()}", file=sys.stderr)
+        what = "; ".join(lost + [r for r in found.refused if not any(r in x for x in lost)])
+        raise ConfigError(f"config from-{fmt}: the conversion would drop {what}; nothing written")
     cfg = Config(recipe=found.recipe or "grpo")
     apply_mapping(cfg, found.to_mapping(), label)
     resolve_config(cfg)  # a written file must train as it is
@@ -59,6 +64,38 @@ def cmd_config(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+# what a conversion must carry when the source names it: (grpokit key, what it is, the foreign keys naming it);
+# verl without custom_reward_function is scored by its data's data_source, so its train files name the reward too
+CARRIED: dict[str, list[tuple[str, str, tuple[str, ...]]]] = {
+    "trl": [
+        ("data.task", "the data", ("dataset_name",)),
+        ("reward.functions", "the reward", ("reward_funcs",)),
+        ("model.name", "the model", ("model_name_or_path",)),
+    ],
+    "verl": [
+        ("data.task", "the data", ("data.train_files",)),
+        ("reward.functions", "the reward", ("custom_reward_function.path", "reward_model.enable", "data.train_files")),
+        ("model.name", "the model", ("actor_rollout_ref.model.path",)),
+    ],
+}
+
+
+def dropped(found: Any, data: dict[str, Any], fmt: str) -> list[str]:
+    """What the source names (data, reward, model) that the translation does not carry, each with its reason: the
+    refusal about it, or its foreign keys' values and the fix."""
+    out = []
+    for key, what, names in CARRIED[fmt]:
+        named = [n for n in names if data.get(n)]
+        if not named or key in found.keys:
+            continue
+        why = [r for r in found.refused if any(n in r for n in names)] or [
+            ", ".join(f"{n}={data[n]!r:.80}" for n in named) + " is not supported (see the 'not supported' line); "
+            f"give a value grpokit reads, or drop it and pass {key} to grpokit train (--set {key}=...)"
+        ]
+        out.append(f"{what} ({'; '.join(why)})")
+    return out
 
 
 def register_cli(sub: Any) -> None:

@@ -70,10 +70,10 @@ class Translation:
 
     def message(self) -> str:
         """One message naming what was mapped, what was not (with values) and which foreign defaults apply."""
-        lines = [f"{self.path} is a {self.source} file: {len(self.mapped)} keys mapped to grpokit keys"]
+        label = self.path if len(self.path) <= 100 else self.path[:97] + "..."  # verl's overrides can be many
+        lines = [f"{label} is a {self.source} file: {len(self.mapped)} keys mapped to grpokit keys"]
         if self.recipe:
             lines[0] += f" (closest recipe: {self.recipe})"
-        label = self.path if len(self.path) <= 100 else self.path[:97] + "..."  # verl's overrides can be many
         where = f"grpokit config from-{self.source.split()[0].lower()} {label}"
         if self.unsupported:
             differs = "  not supported, the run differs from the original here: "

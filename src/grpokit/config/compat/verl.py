@@ -15,10 +15,13 @@ What differs in meaning, and how it is translated:
 * keys a file leaves unset take verl's defaults (verl 0.5) where they decide what is learned.
 * `${...}` interpolations (verl's resolved config keeps dozens) are resolved first (`interpolation.py`); one that
   cannot be resolved is refused where it would reach grpokit, named as not supported elsewhere.
+* `data.train_files` / `val_files` lists (GSM8K + MATH parquet) are `data.task` / `data.eval_data` and
+  `data.extra_files` / `extra_eval_files`, read as one dataset.
 * no `custom_reward_function`: verl scores each row with its default scorer for the row's `data_source`
-  (`default_compute_score`); the data file's sources choose grpokit's matching built-in reward
-  (`grpokit.rewards.verl_sources`: openai/gsm8k -> `gsm8k`, the same '#### answer' check), said in the message; a
-  source with no counterpart is refused in one line.
+  (`default_compute_score`); the data files' sources choose grpokit's matching built-in reward
+  (`grpokit.rewards.verl_sources`: openai/gsm8k -> `gsm8k`, the same '#### answer' check), or, for data mixing
+  sources scored differently (or files not readable here), `verl_data_source`, which picks per row as verl does;
+  a source with no counterpart is refused in one line.
 """
 
 from __future__ import annotations
@@ -322,14 +325,18 @@ def _reward_and_data(flat: dict[str, Any], t: Translation) -> None:
         t.set(("custom_reward_function.path", "custom_reward_function.name"), reward__functions=[f"{path}:{name}"])
     elif not flat.get("reward_model.enable"):
         verl_reward.default_scorer(flat, t)
-    for key, target in (("data.train_files", "data__task"), ("data.val_files", "data__eval_data")):
+    for key, first, more in (
+        ("data.train_files", "task", "extra_files"),
+        ("data.val_files", "eval_data", "extra_eval_files"),
+    ):
         files = flat.get(key)
         if files is None:
             continue
-        files = [files] if isinstance(files, str) else list(files)
-        if len(files) != 1:
-            t.unsupported[key] = files
+        files = [files] if isinstance(files, str) else [str(f) for f in files]
+        if not files:
             continue
-        t.set(key, **{target: files[0]})
+        t.set(key, **{f"data__{first}": files[0]})
+        if len(files) > 1:  # verl's list of files, read as one dataset (each row keeps its data_source)
+            t.set(key, **{f"data__{more}": files[1:]})
     if "data.train_files" in t.mapped:  # verl's schema: the answer is in reward_model.ground_truth
         t.set("data.train_files", data__answer_key="reward_model.ground_truth")

@@ -2,8 +2,8 @@
 
 verl scores such a job with `default_compute_score`, which picks a scorer per row by `data_source`
 (`grpokit.rewards.verl_sources` holds that dispatch and grpokit's counterparts). The sources are read from the
-training files (`data.train_files`: verl's parquet, or JSON lines / JSON), the `data_source` column only. grpokit
-applies one reward list to every row, so data mixing sources verl scores differently is refused with the fix.
+training files (`data.train_files`: verl's parquet, or JSON lines / JSON), the `data_source` column only. Data mixing
+sources verl scores differently gets `verl_data_source`, which picks each row's check by its own `data_source`.
 """
 
 from __future__ import annotations
@@ -39,34 +39,36 @@ def data_sources(path: str) -> set[str] | None:
 
 
 def default_scorer(flat: dict[str, Any], t: Translation) -> None:
-    """Set `reward.functions` to the grpokit counterpart of verl's default scorer for the data's sources."""
+    """Set `reward.functions` to the grpokit counterpart of verl's default scorer for the data's sources: one
+    built-in when every source is scored alike, else `verl_data_source` (each row by its own source, as verl)."""
     files = flat.get("data.train_files")
     files = [files] if isinstance(files, str) else list(files or [])
+    if not files:
+        return
     sources: set[str] = set()
     for f in files:
         found = data_sources(str(f))
         if found is None:
+            t.set("data.train_files", reward__functions=["verl_data_source"])
             t.notes.append(
-                f"no custom_reward_function: verl scores each row by its data_source; {f} could not be read for "
-                "them, so grpokit's default reward for the data applies: set reward.functions to choose"
+                f"no custom_reward_function: verl scores each row by its data_source; {f} cannot be read here, so "
+                "grpokit's verl_data_source reward picks each row's check by its data_source when it trains (a "
+                "source grpokit has no counterpart for fails there, naming it)"
             )
             return
         sources |= found
-    if not sources:
-        return
     try:
         scorers = {src: verl_scorer(src) for src in sorted(sources)}
     except ValueError as e:
-        t.refused.append(str(e))
+        t.refuse(str(e), "data.train_files", lifted_by="reward.functions")
         return
     rewards = sorted({s.reward for s in scorers.values()})
+    t.set("data.train_files", reward__functions=rewards if len(rewards) == 1 else ["verl_data_source"])
     if len(rewards) > 1:
-        t.refused.append(
-            f"the data mixes data sources verl scores differently ({', '.join(sorted(sources))}); grpokit scores "
-            "every row with the same rewards: split the data, or set custom_reward_function / reward.functions"
+        t.notes.append(
+            f"the data mixes data sources verl scores differently ({', '.join(sorted(sources))}): grpokit's "
+            "verl_data_source reward scores each row with the check for its own data_source, as verl does"
         )
-        return
-    t.set("data.train_files", reward__functions=rewards)
     for src, sc in scorers.items():
         same = f": {sc.differs}" if sc.differs else " (the same check)"
         t.notes.append(
