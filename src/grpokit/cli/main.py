@@ -94,7 +94,7 @@ def _config_from_args(args: argparse.Namespace):
         "train.output_dir": args.output_dir,
         "train.seed": args.seed,
     }
-    return build_config(args.recipe, overrides=args.set, config_file=args.config, **direct)
+    return build_config(args.recipe, overrides=args.set, config_file=args.config, job=True, **direct)
 
 
 def _new_run_dir(cfg: Any, name: str | None) -> Path:
@@ -173,11 +173,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         ended = outcome_line(read_outcome(run_dir))
         said = f"grpokit: {run_dir} {ended}" if ended else f"grpokit: {run_dir} has no recorded end (killed?)"
         print(safe_text(said, limit=None))  # the folder's name and its recorded end: not grpokit's text
-        require_checkpoint(run_dir)
         done = nothing_left(run_dir, cfg.train.steps)
         if done is not None:  # a finished run: said, and left as it is (no claim, no save, no evaluation)
             print(safe_text(done, limit=None))
             return 0
+        require_checkpoint(run_dir)  # one there, and not a model-only one
         with stop_at_once(), claimed_run(run_dir, new=False) as end:
             resume = Resume(diffs, repair_logs(run_dir))
             end.message = _end_note(_run_training(cfg, run_dir, args.eval_samples, resume))
