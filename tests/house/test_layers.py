@@ -6,6 +6,7 @@ The layers, lowest first, are written down in docs/layout.md; `LAYERS` here is t
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,11 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 # lowest first; a room may import its own modules and those of any room in a lower layer, nothing else
 LAYERS: list[tuple[str, ...]] = [
     ("grpokit.metric_names", "grpokit.common"),
-    ("grpokit.algos", "grpokit.data", "grpokit.run", "grpokit.monitor.detectors"),
-    ("grpokit.models", "grpokit.rewards", "grpokit.monitor.readers"),
-    ("grpokit.parallel", "grpokit.monitor.doctor"),
+    ("grpokit.algos", "grpokit.data", "grpokit.run"),
+    ("grpokit.models", "grpokit.rewards", "grpokit.monitor"),
+    ("grpokit.parallel",),
     ("grpokit.config",),
-    ("grpokit.rollout", "grpokit.monitor"),
+    ("grpokit.rollout",),
     ("grpokit.agents",),
     ("grpokit.training",),
     ("grpokit.preflight", "grpokit.audit", "grpokit.integrations"),
@@ -72,6 +73,27 @@ def imports(module: str) -> list[tuple[int, str, list[str]]]:
         elif isinstance(node, ast.Import):
             out.extend((node.lineno, a.name, []) for a in node.names if a.name.startswith("grpokit"))
     return out
+
+
+def test_each_folder_is_one_room_on_one_floor() -> None:
+    """A room is grpokit itself or one of its top-level folders or modules: no folder is split over several layers."""
+    top = SRC / "grpokit"
+    for r in LAYER_OF:
+        name = r.split(".", 1)[1] if "." in r else ""
+        assert r == "grpokit" or ("." not in name and ((top / name).is_dir() or (top / f"{name}.py").is_file())), r
+
+
+def test_the_layout_page_lists_the_same_layers() -> None:
+    """docs/layout.md's table of layers is LAYERS, row for row."""
+    page = (SRC.parent / "docs" / "layout.md").read_text()
+    table = page.split("| layer | folders | what they are |")[1].split("\n\n")[0]
+    rows = [line.split("|")[2] for line in table.strip().splitlines()[1:]]
+    named = {"__init__.py": "grpokit", "__main__.py": "grpokit.__main__"}
+    listed = [
+        tuple(named.get(n, "grpokit." + n.removesuffix("/").removesuffix(".py")) for n in re.findall(r"`([^`]+)`", row))
+        for row in rows
+    ]
+    assert listed == LAYERS
 
 
 def test_every_module_is_in_a_layer() -> None:
