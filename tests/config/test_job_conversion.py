@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +28,7 @@ DEEPSEEK = JOBS / "open-r1" / "config_demo_deepseek.yaml"
 OPEN_R1_SRC = FIXTURES / "field" / "open-r1"  # open-r1's rewards.py (tests/fixtures/field/open-r1/SOURCE.md)
 VERL_YAML = FIXTURES / "field" / "verl" / "_generated_ppo_trainer.yaml"
 KEYS = set(all_keys(Config()))
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 SHA256 = {
     CODE: "dcf30329610763e4bed3ad3c3687b06f86bfeae4ad890733df324453cadc79e6",
     DEEPSEEK: "b6a3a39004b25cd88ec7697c597c69df11c49684597313541aa5ee4d69a90fa5",
@@ -165,3 +170,149 @@ def test_verls_in_reward_kl_coefficient_says_use_kl_in_reward_enables_it() -> No
     assert (on.keys["algo.kl_placement"], on.keys["algo.kl_coef"], on.keys["algo.kl_estimator"]) == (
         "reward", 0.001, "kl",
     )  # fmt: skip
+
+
+# --------------------------------- item 1: verl's GSM8K + MATH script, both files and each row's own scorer
+
+
+def verl_home(tmp_path: Path, math_source: str = "DigitalLearningGmbH/MATH-lighteval") -> Path:
+    """$HOME with data/{gsm8k,math}/{train,test}.parquet as verl's preprocessing writes them (own rows)."""
+    datasets = pytest.importorskip("datasets")
+    home = tmp_path / "home"
+    layouts = {"gsm8k": FIXTURES / "field" / "data" / "gsm8k_train.jsonl", "math": JOBS / "math_train.jsonl"}
+    for name, rows_file in layouts.items():
+        rows = [json.loads(x) for x in rows_file.read_text().splitlines()]
+        if name == "math":
+            rows = [{**r, "data_source": math_source} for r in rows]
+        (home / "data" / name).mkdir(parents=True)
+        for split in ("train", "test"):
+            datasets.Dataset.from_list(rows).to_parquet(str(home / "data" / name / f"{split}.parquet"))
+    return home
+
+
+SHRINK = [  # what a verl user appends to the script ($@) for a 2-step smoke run on the tiny model
+    "actor_rollout_ref.model.path=tiny", "data.train_batch_size=2", "actor_rollout_ref.actor.ppo_mini_batch_size=2",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8", "actor_rollout_ref.rollout.n=4",
+    "data.max_response_length=8", "actor_rollout_ref.rollout.name=hf", "trainer.logger=[console]",
+    "trainer.total_training_steps=2",
+]  # fmt: skip
+
+
+def run_verl_script(tmp_path: Path, home: Path, *extra: str) -> subprocess.CompletedProcess:
+    """bash runs verl's script as it is; its `python3 -m verl.trainer.main_ppo ARGS $@` reaches `grpokit config
+    from-verl ARGS` (a `python3` first on PATH), so the overrides are exactly what bash passes verl."""
+    shim = tmp_path / "bin" / "python3"
+    shim.parent.mkdir(exist_ok=True)
+    shim.write_text(f'#!/bin/sh\nshift 2\nexec {sys.executable} -m grpokit.cli config from-verl "$@"\n')
+    shim.chmod(0o755)
+    env = {**ENV, "HOME": str(home), "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}"}
+    script = JOBS / "verl" / "run_qwen2-7b_math.sh"
+    return subprocess.run(["bash", str(script), *extra], capture_output=True, text=True, env=env, cwd=tmp_path)
+
+
+def test_verl_math_script_carries_both_files_and_each_rows_scorer(tmp_path: Path) -> None:
+    home = verl_home(tmp_path)
+    out = tmp_path / "math.yaml"
+    proc = run_verl_script(tmp_path, home, *SHRINK, "-o", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cfg = build_config("grpo", config_file=str(out), job=True)
+    data = home / "data"
+    assert (cfg.data.task, cfg.data.extra_files) == (
+        str(data / "gsm8k/train.parquet"),
+        [str(data / "math/train.parquet")],
+    )
+    assert (cfg.data.eval_data, cfg.data.extra_eval_files) == (
+        str(data / "gsm8k/test.parquet"), [str(data / "math/test.parquet")],
+    )  # fmt: skip
+    assert cfg.reward.functions == ["verl_data_source"] and cfg.data.answer_key == "reward_model.ground_truth"
+    assert (
+        "mixes data sources verl scores differently (DigitalLearningGmbH/MATH-lighteval, openai/gsm8k)" in proc.stderr
+    )
+    assert "verl scores data_source 'openai/gsm8k' with gsm8k.compute_score" in proc.stderr
+
+
+def test_the_two_files_load_as_one_dataset_scored_per_row_by_data_source(tmp_path: Path) -> None:
+    from grpokit.config import DataConfig
+    from grpokit.data.loaders import load_files
+    from grpokit.rewards.verl_sources import by_data_source
+
+    data = verl_home(tmp_path) / "data"
+    keys = {"prompt_key": "prompt", "answer_key": "reward_model.ground_truth"}
+    rows = load_files([str(data / "gsm8k/train.parquet"), str(data / "math/train.parquet")], "train", None, 0, **keys)
+    assert len(rows) == 24 and len({r.id for r in rows}) == 24  # train/1 in both files: math/train/1 for the second
+    assert {r.columns["data_source"] for r in rows} == {"openai/gsm8k", "DigitalLearningGmbH/MATH-lighteval"}
+    gsm, math = rows[0], rows[12]
+    right = [f"so #### {gsm.answer}", f"so \\boxed{{{math.answer}}}"]
+    # gsm8k's check reads only '#### answer' (a boxed right answer is 0 there); a wrong boxed answer is 0 in MATH
+    wrong = [f"\\boxed{{{gsm.answer}}}", "so \\boxed{999}"]
+    assert list(by_data_source(right, [gsm, math])) == [1.0, 1.0]
+    assert list(by_data_source(wrong, [gsm, math])) == [0.0, 0.0]
+    assert DataConfig().extra_files == []
+
+
+def test_a_verl_conversion_that_would_drop_the_reward_exits_non_zero(tmp_path: Path) -> None:
+    home = verl_home(tmp_path, math_source="my/own_math")
+    out = tmp_path / "math.yaml"
+    proc = run_verl_script(tmp_path, home, *SHRINK, "-o", str(out))
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and not out.exists()
+    assert last.startswith("config error: config from-verl: the conversion would drop the reward (data_source ")
+    assert "'my/own_math' has no verl default scorer" in last and "custom_reward_function.path" in last
+
+
+def test_a_trl_conversion_that_would_drop_the_reward_exits_non_zero(tmp_path: Path) -> None:
+    out = tmp_path / "r.yaml"
+    proc = subprocess.run([sys.executable, "-m", "grpokit.cli", "config", "from-trl", str(DEEPSEEK), "-o", str(out)],
+                          capture_output=True, text=True, env=ENV)  # fmt: skip
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and not out.exists()
+    assert "the conversion would drop the reward (reward_funcs ['accuracy', 'format', 'tag_count'] resolve" in last
+    assert "--reward-module open_r1.rewards" in last
+
+
+# ------------------------------------------------ item 2: no silent fallback to the built-in task or reward
+
+
+def test_a_config_file_without_task_or_reward_is_an_error(tmp_path: Path) -> None:
+    plain = tmp_path / "no_task.yaml"
+    plain.write_text("train: {steps: 2}\n")
+    with pytest.raises(ConfigError, match=r"no_task.yaml names no data \(data.task;.*or pass --task; the built-in"):
+        build_config("grpo", config_file=str(plain), job=True)
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "1 + 1?", "answer": "2"}\n')
+    no_reward = tmp_path / "no_reward.yaml"
+    no_reward.write_text(f"data: {{task: {data}}}\n")
+    with pytest.raises(ConfigError, match=r"names no reward .*the math_verify default applies only to a bare"):
+        build_config("grpo", config_file=str(no_reward), job=True)
+    assert build_config("grpo", config_file=str(no_reward), job=True, **{"reward.functions": ["format"]})
+    assert build_config("grpo", config_file=str(plain), job=True, **{"data.task": "countdown"}).data.task == "countdown"
+    assert build_config("grpo", config_file=str(plain)).data.task == "add1"  # a config layer, not a job: unchanged
+
+
+def test_train_on_a_verl_config_without_data_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    verl_yaml = tmp_path / "v.yaml"  # verl overrides that name no data files
+    verl_yaml.write_text("algorithm: {adv_estimator: grpo}\nactor_rollout_ref: {rollout: {n: 4}}\n")
+    cmd = [sys.executable, "-m", "grpokit.cli", "train", "--config", str(verl_yaml), "--model", "tiny"]
+    proc = subprocess.run([*cmd, "--out", str(tmp_path / "runs")], capture_output=True, text=True, env=ENV)
+    assert proc.returncode == 2 and "v.yaml names no data (data.task" in proc.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_trl_file_with_flags_but_no_dataset_is_refused(open_r1_on_path: None, tmp_path: Path) -> None:
+    trl = tmp_path / "r.yaml"
+    trl.write_text(yaml.safe_dump({k: v for k, v in load(DEEPSEEK).items() if k != "dataset_name"}))
+    with pytest.raises(SystemExit) as e:
+        parsed("train", "--config", str(trl), "--reward-module", "open_r1.rewards", "--learning_rate", "1e-5")
+    assert e.value.code == 2
+
+
+def test_a_bare_command_line_names_the_built_in_defaults_first(capsys: pytest.CaptureFixture) -> None:
+    build_config("grpo", job=True, **{"model.name": "tiny"})
+    assert capsys.readouterr().err.splitlines()[0] == (
+        "grpokit: built-in defaults: task add1, reward exact_numeric (the task's own); choose with --task and "
+        "--set reward.functions=[...] (or --config FILE)"
+    )
+    build_config("grpo", job=True, **{"data.task": "data.jsonl"})
+    assert "built-in defaults: reward math_verify;" in capsys.readouterr().err
+    build_config("grpo", ["reward.functions=[format]"], job=True, **{"data.task": "add2"})
+    assert capsys.readouterr().err == ""

@@ -116,9 +116,10 @@ def build_config(
     cfg.algo.forget_switched(recipe_choices, keep=later)
     if job and config_file:
         check_job(config_file, from_file | given, cfg.data.task, cfg.reward.functions, cfg.data.answer_key)
-    elif job and (line := _bare_defaults(given, cfg)):
-        print(line, file=sys.stderr)
-    return resolve_config(cfg)
+    resolve_config(cfg)
+    if job and not config_file and (line := _bare_defaults(given, cfg)):
+        print(line, file=sys.stderr)  # after the checks: a refused command line prints its one error line only
+    return cfg
 
 
 def config_from_dict(data: dict[str, Any]) -> Config:
