@@ -201,7 +201,15 @@ def test_load_reward_errors(user_module: str, tmp_path: Path) -> None:
         load_reward(f"{user_module}:NOT_A_FUNCTION")
     by_path = load_reward(f"{tmp_path / user_module}.py:length_bonus")
     assert by_path(["abcde"], [_ex("1")]) == [0.5]
-    assert set(list_rewards()) == {"exact_numeric", "math_verify", "format", "countdown", "code_exec", "gsm8k"}
+    assert set(list_rewards()) == {
+        "exact_numeric",
+        "math_verify",
+        "format",
+        "countdown",
+        "code_exec",
+        "gsm8k",
+        "verl_data_source",
+    }
 
 
 def test_user_reward_by_module_path(user_module: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..rewards.callers import environment_snapshot
 from .environment import Environment, Observation
 
 ENDINGS = ("answer", "turn_limit", "context_limit", "length_limit")
@@ -84,6 +85,7 @@ class Episode:
     def record(self) -> dict[str, Any]:
         """The episode as logged in samples.jsonl and shown in the report."""
         policy = sum(self.mask)
+        instance = getattr(self.env, "instance", None)  # a user's environment (agent.environment); plain tools: none
         return {
             "ended_by": self.ended_by,
             "policy_tokens": policy,
@@ -96,4 +98,6 @@ class Episode:
             "tool_timeouts": self.tool_timeouts,
             "env_reward": self.reward,
             "turns": self.turns,
+            # the environment's JSON-valued attributes at the end, which TRL-style rewards read as `environments`
+            **({"environment": environment_snapshot(instance)} if instance is not None else {}),
         }

@@ -107,6 +107,9 @@ class RewardConfig:
     # a sample every reward returned None for: zero (reward 0, as TRL) | exclude (left out of training); never a
     # failure, counted in reward/na_frac (grpokit/rewards/applicability.py)
     not_applicable: str = "zero"
+    # what a verl compute_score gets as solution_str: response (verl today) | prompt+response (the decoded prompt, then
+    # the response: TinyZero, and verl before its reward-manager change; grpokit/rewards/callers.py)
+    verl_solution_str: str = "response"
     # where a reward model (a sequence-classification model directory in `functions`) runs: auto (the GPU when there
     # is one, else the CPU) | cpu | cuda | cuda:N | mps (grpokit/rewards/reward_model.py)
     model_device: str = "auto"

@@ -14,11 +14,11 @@ trainer. Its errors (no such module or function, a signature that fits no conven
 still surface when the manager is built, reported by the worker. Only `isolation="inline"` imports it here.
 
 Conventions: each function is called by its signature — grpokit `fn(completions, examples)`, TRL keyword
-style, or verl `compute_score` (see `signature.py`); `score(..., prompts=, completion_ids=, trainer_state=)`
-passes what TRL-style rewards may ask for. None means "not applicable": that reward is left out of the
-sample's weighted sum; a sample no reward applies to is not a failure: it gets what `not_applicable` says (0, as
-TRL does, or NaN: left out of training; `applicability.py`), is counted in `reward/na_frac` (never toward
-`max_fail_frac`) and warned about once per manager, with the count.
+style, verl `compute_score` or OpenRLHF `reward_func` (`signature.py`, `callers.py`); `score(..., prompts=,
+completion_ids=, trainer_state=, prompt_texts=, episodes=)` passes what they may ask for. None means "not
+applicable": left out of the sample's weighted sum; a sample no reward applies to is no failure: it gets what
+`not_applicable` says (0, as TRL does, or NaN; `applicability.py`), counted in `reward/na_frac` and warned about
+once. A reward constant over a batch of different completions is warned about once and counted (`constant.py`).
 
 Failures: a reward that raises, times out, or returns the wrong number of values for the batch is retried
 sample by sample (each call again bounded by `timeout_s`) so the good samples still get scored; NaN/inf,
@@ -30,26 +30,22 @@ raised instead. Not thread-safe: call `score` from one thread.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .. import metric_names as mn
 from ..data.example import Example
 from .applicability import NotApplicableCount
-from .isolation import (
-    LOAD_TIMEOUT_S,
-    InlineRunner,
-    ProcessRunner,
-    RewardCallError,
-    RewardCallLimit,
-    RewardCallTimeout,
-    SandboxBroken,
-    SandboxRefusedError,
-)
+from .callers import SOLUTION_STR
+from .constant import ConstantCount, constant_value, prompt_hint
+from .constant import metric as constant_metric
+from .entry import CALL_FAILURES, RewardEntry, failure_kind
+from .isolation import LOAD_TIMEOUT_S, InlineRunner, ProcessRunner, RewardCallError, SandboxBroken, SandboxRefusedError
 from .registry import REWARDS, RewardFn, check_spec, is_isolated, load_reward
 from .result import (
     COMPLETION_CHARS,
@@ -60,39 +56,12 @@ from .result import (
 from .reward_model import CONVENTION as REWARD_MODEL
 from .reward_model import RewardModel, check_model_device, is_reward_model_spec
 from .sandbox import SandboxLimits
-from .signature import AdaptedReward, CallContext, adapt
+from .signature import CallContext, adapt
 from .spec_names import display_name, spec_text
 from .values import MAX_ABS_VALUE, batch_metrics, check_value, shape_message
 
 log = logging.getLogger(__name__)
 ISOLATION_MODES = ("auto", "process", "inline")
-# the failure kind (of FAILURE_KINDS) a reward call's exception records, first match in this order
-_CALL_FAILURE_KINDS: dict[type[Exception], str] = {
-    RewardCallTimeout: "timeout",
-    RewardCallLimit: "sandbox",
-    RewardCallError: "exception",
-}
-_CALL_FAILURES = tuple(_CALL_FAILURE_KINDS)
-
-
-@dataclass
-class _Reward:
-    name: str  # key in per_reward and metrics: the built-in name, or the function name of a user spec
-    spec: str
-    weight: float
-    fn: AdaptedReward | RewardModel | None  # None: a spec only the worker imports (see `in_worker`)
-    isolated: bool
-    convention: str = ""  # grpokit, trl or verl, from the signature (reported by the worker for its specs)
-
-    @property
-    def in_worker(self) -> str | None:
-        """The spec the worker imports and inspects itself, never the trainer; None for a function given."""
-        return self.spec if self.fn is None else None
-
-
-def _failure_kind(e: Exception) -> str:
-    """The failure kind of a reward call that raised `e` (one of `_CALL_FAILURES`): timeout, sandbox or exception."""
-    return next(kind for cls, kind in _CALL_FAILURE_KINDS.items() if isinstance(e, cls))
 
 
 class RewardManager:
@@ -121,6 +90,8 @@ class RewardManager:
         max_abs_value: float = MAX_ABS_VALUE,
         not_applicable: str = "zero",
         model_device: str = "auto",
+        verl_solution_str: str = "response",
+        decode: Callable[[list[int]], str] | None = None,
     ) -> None:
         if not specs:
             raise ValueError("RewardManager needs at least one (reward, weight) pair, e.g. [('exact_numeric', 1.0)]")
@@ -132,12 +103,18 @@ class RewardManager:
             raise ValueError(f"reward.max_fail_frac must be in [0, 1], got {max_fail_frac}")
         if not max_abs_value > 0:
             raise ValueError(f"max_abs_value must be > 0, got {max_abs_value}")
+        if verl_solution_str not in SOLUTION_STR:
+            raise ValueError(f"reward.verl_solution_str={verl_solution_str!r} is invalid: use one of {SOLUTION_STR}")
+        self.verl_solution_str = verl_solution_str
+        self.decode = decode  # prompt token ids -> the text the model saw, for rewards given the prompt (callers.py)
+        self.constant = ConstantCount()  # rewards constant over a batch of different completions
+        self._probed: set[str] = set()  # verl rewards already tried with the prompt + response
         self.timeout_s = float(timeout_s)
         self.max_fail_frac = float(max_fail_frac)
         self.max_abs_value = float(max_abs_value)
         self.not_applicable = NotApplicableCount(not_applicable)  # its policy, and the samples counted so far
         self.model_device = check_model_device(model_device)
-        self.rewards: list[_Reward] = []
+        self.rewards: list[RewardEntry] = []
         for entry, weight in specs:
             self.rewards.append(self._reward(entry, weight, isolation))
         names = {r.name: r.name for r in self.rewards} | {r.spec: r.name for r in self.rewards}
@@ -153,16 +130,10 @@ class RewardManager:
             self._check_sandbox(load_timeout)
         if any(r.in_worker for r in self.rewards):
             self._take_load_report(load_timeout)
-        worker = "sandboxed worker" if sandbox is not None else "worker"
         for r in self.rewards:
-            where = worker if r.isolated else "in-process"
-            if isinstance(r.fn, RewardModel):
-                what, where = f"reward model ({r.fn.architecture})", f"in-process on {r.fn.device}"
-            else:
-                what = f"{r.convention}-style function"
-            log.info("reward %s: %s, weight %g, %s", r.name, what, r.weight, where)
+            log.info("reward %s", r.describe("sandboxed worker" if sandbox is not None else "worker"))
 
-    def _reward(self, entry: str | RewardFn, weight: float, isolation: str) -> _Reward:
+    def _reward(self, entry: str | RewardFn, weight: float, isolation: str) -> RewardEntry:
         """One (reward, weight) pair checked. A spec that runs in the worker is only checked by its text here:
         the worker imports it (`ProcessRunner`), so a reward module's code never runs in the trainer."""
         spec = spec_text(entry)
@@ -175,15 +146,15 @@ class RewardManager:
             # trusted local weights, read with safetensors only: scored in this process (reward_model.py)
             model = RewardModel(spec, device=self.model_device)
             name = Path(spec).expanduser().resolve().name
-            return _Reward(name if name not in taken else spec, spec, float(weight), model, False, REWARD_MODEL)
+            return RewardEntry(name if name not in taken else spec, spec, float(weight), model, False, REWARD_MODEL)
         untrusted = callable(entry) or is_isolated(spec)
         isolated = isolation == "process" or (isolation == "auto" and untrusted)
         name = display_name(spec, taken)
         if callable(entry) or not isolated:  # a function given, or a spec run in-process (built-ins, "inline")
             fn = adapt(entry if callable(entry) else load_reward(spec))
-            return _Reward(name, spec, float(weight), fn, isolated, fn.convention)
+            return RewardEntry(name, spec, float(weight), fn, isolated, fn.convention)
         check_spec(spec)
-        return _Reward(name, spec, float(weight), None, isolated)
+        return RewardEntry(name, spec, float(weight), None, isolated)
 
     def _check_sandbox(self, timeout: float) -> None:
         """ValueError (the worker's one line) where its sandbox refuses user code (`SandboxLimits.python_only`);
@@ -242,6 +213,7 @@ class RewardManager:
             if isinstance(r.fn, RewardModel):
                 r.fn.close()
         self.not_applicable.close()
+        self.constant.close()
         self._process.close()
 
     def __enter__(self) -> RewardManager:
@@ -250,15 +222,15 @@ class RewardManager:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, r: _Reward, completions: list[str], examples: list[Example], ctx: CallContext) -> Any:
+    def _call(self, r: RewardEntry, completions: list[str], examples: list[Example], ctx: CallContext) -> Any:
         runner = self._process if r.isolated else self._inline
         return runner.call(r.name, r.fn, completions, examples, self.timeout_s, ctx)
 
-    def _fail(self, r: _Reward, i: int, text: str, kind: str, message: str) -> RewardFailure:
+    def _fail(self, r: RewardEntry, i: int, text: str, kind: str, message: str) -> RewardFailure:
         return RewardFailure(r.name, i, text[:COMPLETION_CHARS], kind, message)
 
     def _values(
-        self, r: _Reward, out: list[Any], completions: list[str], offset: int = 0
+        self, r: RewardEntry, out: list[Any], completions: list[str], offset: int = 0
     ) -> tuple[list[float], list[RewardFailure]]:
         """NaN-for-None float values and the failures of one call's (right-length) output."""
         values, failures = [], []
@@ -270,7 +242,7 @@ class RewardManager:
         return values, failures
 
     def _score_batch(
-        self, r: _Reward, completions: list[str], examples: list[Example], ctx: CallContext
+        self, r: RewardEntry, completions: list[str], examples: list[Example], ctx: CallContext
     ) -> tuple[list[float], list[RewardFailure], bool]:
         """Values (NaN where failed or not applicable), failures, and whether the batch was retried per sample."""
         n = len(completions)
@@ -280,8 +252,8 @@ class RewardManager:
                 values, failures = self._values(r, out, completions)
                 return values, failures, False
             kind, msg = "wrong_count", shape_message(out, n)
-        except _CALL_FAILURES as e:
-            kind, msg = _failure_kind(e), str(e)
+        except CALL_FAILURES as e:
+            kind, msg = failure_kind(e), str(e)
         if n == 1:  # the batch is the sample: no need to call it again
             return [math.nan], [self._fail(r, 0, completions[0], kind, msg)], False
         reason = f"{kind}: {msg}"
@@ -292,7 +264,7 @@ class RewardManager:
         return values, failures, True
 
     def _score_each(
-        self, r: _Reward, completions: list[str], examples: list[Example], ctx: CallContext
+        self, r: RewardEntry, completions: list[str], examples: list[Example], ctx: CallContext
     ) -> tuple[list[float], list[RewardFailure]]:
         n = len(completions)
         values, failures = [math.nan] * n, []
@@ -305,8 +277,8 @@ class RewardManager:
                     failures.extend(fails)
                 else:
                     kind, msg = "wrong_count", shape_message(out, 1)
-            except _CALL_FAILURES as e:
-                kind, msg = _failure_kind(e), str(e)
+            except CALL_FAILURES as e:
+                kind, msg = failure_kind(e), str(e)
             if kind:
                 failures.append(self._fail(r, i, completions[i], kind, msg))
             if len(failures) > self.max_fail_frac * n:  # the batch is lost anyway: stop waiting on it
@@ -356,6 +328,31 @@ class RewardManager:
             raise failure_error(names, failures, n, self.max_fail_frac)
         return rewards, failed, na
 
+    def _constant(
+        self, per_reward: dict[str, list[float]], completions: list[str], examples: list[Example], ctx: CallContext
+    ) -> dict[str, float]:
+        """Count (and warn once about) each reward constant over this batch's different completions; a verl reward
+        given the response alone is then tried once with the prompt + response, and the warning says if it differs."""
+        out, n = {}, len(completions)
+        for r in self.rewards:
+            value = constant_value(per_reward[r.name], completions)
+            out[constant_metric(r.name)] = float(value is not None)
+            if value is None:
+                continue
+            hint = ""  # a verl scorer that finds the answer only after the prompt's "Assistant:" (TinyZero)
+            if r.convention == "verl" and ctx.solution_str == "response" and r.name not in self._probed:
+                self._probed.add(r.name)
+                with_prompt = dataclasses.replace(ctx, solution_str="prompt+response")
+                try:
+                    got = self._call(r, completions, examples, with_prompt)
+                    other = self._values(r, got, completions)[0] if isinstance(got, list) and len(got) == n else []
+                except CALL_FAILURES:
+                    other = []
+                changed = sum(not (math.isnan(a) or a == value) for a in other)
+                hint = prompt_hint(changed)
+            self.constant.record(r.name, value, len(completions), hint)
+        return out
+
     def score(
         self,
         completions: list[str],
@@ -364,21 +361,28 @@ class RewardManager:
         prompts: list[Any] | None = None,
         completion_ids: list[list[int]] | None = None,
         trainer_state: Any = None,
+        prompt_texts: list[str] | None = None,
+        episodes: list[dict[str, Any]] | None = None,
+        prompt_ids: list[list[int]] | None = None,
     ) -> RewardResult:
         """Score a batch: `rewards[i]` is the weighted sum over the rewards that apply to sample i (not None),
         NaN where any reward failed on it or none applies.
 
-        `prompts` (raw prompts, strings or message lists), `completion_ids` (token ids per completion) and
-        `trainer_state` are passed on to TRL-style rewards that ask for them.
+        `prompts` (raw prompts, strings or message lists), `completion_ids` (token ids per completion),
+        `trainer_state`, `prompt_texts` (each prompt decoded as the model saw it; else `prompt_ids` decoded with
+        `decode`) and `episodes` (a multi-turn run's episode records) go to the rewards that read them (`callers.py`).
         """
         n = len(completions)
-        for name, given in (("examples", examples), ("prompts", prompts), ("completion_ids", completion_ids)):
-            if given is not None and len(given) != n:
-                raise ValueError(f"{n} completions but {len(given)} {name}")
+        given = {"examples": examples, "prompts": prompts, "completion_ids": completion_ids}
+        for name, values in (given | {"prompt_texts": prompt_texts, "episodes": episodes}).items():
+            if values is not None and len(values) != n:
+                raise ValueError(f"{n} completions but {len(values)} {name}")
         t0 = time.perf_counter()
-        per_reward, failures, metrics = self._score_all(
-            completions, examples, CallContext(prompts, completion_ids, trainer_state)
-        )
+        if prompt_texts is None and prompt_ids is not None and self.decode is not None:
+            prompt_texts = [self.decode(ids) for ids in prompt_ids]
+        ctx = CallContext(prompts, completion_ids, trainer_state, prompt_texts, episodes, self.verl_solution_str)
+        per_reward, failures, metrics = self._score_all(completions, examples, ctx)
+        metrics |= self._constant(per_reward, completions, examples, ctx)
         rewards, failed, na = self._combine(completions, per_reward, failures)
         if na:
             self.not_applicable.record(na, n, completions)
@@ -386,15 +390,9 @@ class RewardManager:
         metrics |= batch_metrics(rewards, accuracy, per_reward, failures, len(failed), len(na))
         metrics[mn.REWARD_SECONDS] = time.perf_counter() - t0
         if failures:
-            first = failures[0]
+            f = failures[0]
             log.warning(
                 "%d reward failure(s) on %d of %d samples (excluded); first: %s on sample %d (%s): %s",
-                len(failures),
-                len(failed),
-                n,
-                first.reward,
-                first.index,
-                first.kind,
-                first.message,
+                *(len(failures), len(failed), n, f.reward, f.index, f.kind, f.message),
             )
         return RewardResult(rewards, accuracy, per_reward, failures, metrics, na)

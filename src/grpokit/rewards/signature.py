@@ -1,14 +1,19 @@
-"""Reward functions by signature: grpokit's, TRL's and verl's conventions, detected and called alike.
+"""Reward functions by signature: grpokit's, TRL's, verl's and OpenRLHF's conventions, detected and called alike.
 
 - **grpokit**: `fn(completions, examples)` -> one value per completion; `examples` are `Example` objects.
-- **TRL** (any function taking `**kwargs`, or a parameter named `prompts`, `completion_ids` or
-  `trainer_state`): called with keywords as TRL's GRPOTrainer does — `prompts`, `completions`,
+- **TRL** (any function taking `**kwargs`, or a parameter named `prompts`, `completion_ids`, `trainer_state` or
+  `environments`): called with keywords as TRL's GRPOTrainer does — `prompts`, `completions`,
   `completion_ids`, `trainer_state`, and every dataset column except prompt/completion as a list. When the
   prompts are conversational (lists of messages), completions are `[{"role": "assistant", "content": text}]`;
   so they are when the function's `completions` annotation asks for messages (mentions `dict`, as TRL's
-  `accuracy_reward` and `think_format_reward` do), with string prompts then given as one user message.
+  `accuracy_reward` and `think_format_reward` do), with string prompts then given as one user message. In a
+  multi-turn run each completion is the episode's messages, and a run with an environment passes `environments`
+  (`callers.py`).
 - **verl** (a parameter named `solution_str` or `ground_truth`): `compute_score(data_source, solution_str,
   ground_truth, extra_info)` called once per completion; it may return a number or a dict with "score".
+  `solution_str` is the response, or the prompt + response (`reward.verl_solution_str`).
+- **OpenRLHF** (a parameter named `queries`): `reward_func(queries, prompts, labels)` once per batch, queries =
+  prompt + response; it returns a dict whose "rewards" are the rewards, or the rewards.
 
 In every convention a value of None means "not applicable to this sample": the sample is left out of that
 reward's weighted sum (as TRL does), not counted as a failure.
@@ -17,33 +22,45 @@ reward's weighted sum (as TRL does), not counted as a failure.
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.example import Example
+from . import callers
 
-CONVENTIONS = ("grpokit", "trl", "verl")
-TRL_NAMES = {"prompts", "completions", "completion_ids", "trainer_state"}
+CONVENTIONS = ("grpokit", "trl", "verl", "openrlhf")
+TRL_NAMES = {"prompts", "completions", "completion_ids", "trainer_state", "environments"}
 VERL_NAMES = {"data_source", "solution_str", "ground_truth", "extra_info"}
 TRL_EXCLUDED_COLUMNS = {"prompt", "completion", "completion_ids"}  # TRL passes every other dataset column
 
 
 @dataclass
 class CallContext:
-    """What the trainer knows about a batch beyond texts and examples (all optional, one entry per sample)."""
+    """What the trainer knows about a batch beyond texts and examples (all optional, one entry per sample):
+    the raw prompts, the completions' token ids, the prompts as decoded text (chat template applied, what the
+    model saw), the episode records of a multi-turn run; and what a verl scorer gets as `solution_str`."""
 
     prompts: list[Any] | None = None
     completion_ids: list[list[int]] | None = None
     trainer_state: Any = None
+    prompt_texts: list[str] | None = None
+    episodes: list[dict[str, Any]] | None = None
+    solution_str: str = "response"
 
     def slice(self, i: int) -> CallContext:
         """The context of sample i alone."""
+
+        def one(values: list[Any] | None) -> list[Any] | None:
+            return values[i : i + 1] if values is not None else None
+
         return CallContext(
-            self.prompts[i : i + 1] if self.prompts is not None else None,
-            self.completion_ids[i : i + 1] if self.completion_ids is not None else None,
+            one(self.prompts),
+            one(self.completion_ids),
             self.trainer_state,
+            one(self.prompt_texts),
+            one(self.episodes),
+            self.solution_str,
         )
 
 
@@ -75,6 +92,8 @@ def detect_convention(fn: Callable[..., Any]) -> str:
     if params is None:
         return "grpokit"
     names = {p.name for p in params}
+    if "queries" in names:
+        return "openrlhf"
     if names & {"solution_str", "ground_truth"}:
         return "verl"
     if "examples" in names:
@@ -89,7 +108,8 @@ def detect_convention(fn: Callable[..., Any]) -> str:
     raise ValueError(
         f"reward {getattr(fn, '__qualname__', fn)!r}({shown}) matches no reward convention: write "
         "fn(completions, examples) [grpokit], fn(completions, **kwargs) [TRL: dataset columns as keyword lists], "
-        "or compute_score(data_source, solution_str, ground_truth, extra_info) [verl]"
+        "compute_score(data_source, solution_str, ground_truth, extra_info) [verl], "
+        "or reward_func(queries, prompts, labels) [OpenRLHF]"
     )
 
 
@@ -133,8 +153,18 @@ class AdaptedReward:
         if self.convention == "trl":
             return self._call_trl(completions, examples, context)
         if self.convention == "verl":
-            return [self._call_verl(c, ex) for c, ex in zip(completions, examples)]
+            return [self._call_verl(i, c, ex, context) for i, (c, ex) in enumerate(zip(completions, examples))]
+        if self.convention == "openrlhf":
+            return callers.openrlhf_rewards(
+                self.fn(*callers.openrlhf_args(completions, examples, context.prompt_texts))
+            )
         return self.fn(completions, examples)
+
+    def _completions(self, completions: list[str], conversational: bool, ctx: CallContext) -> list[Any]:
+        """What TRL passes as `completions`: texts, one assistant message, or an episode's messages."""
+        if ctx.episodes is not None:
+            return [callers.episode_messages(e) for e in ctx.episodes]
+        return [[{"role": "assistant", "content": c}] for c in completions] if conversational else completions
 
     def _call_trl(self, completions: list[str], examples: list[Example], ctx: CallContext) -> Any:
         rows = [example_columns(ex) for ex in examples]
@@ -144,18 +174,24 @@ class AdaptedReward:
             else [row.get("prompt", ex.messages or ex.prompt) for row, ex in zip(rows, examples)]
         )
         conversational = bool(prompts) and all(_is_conversation(p) for p in prompts)
-        if self.wants_messages and not conversational:
+        if (self.wants_messages or ctx.episodes is not None) and not conversational:
             prompts = [p if _is_conversation(p) else [{"role": "user", "content": str(p)}] for p in prompts]
             conversational = True
-        texts: list[Any] = (
-            [[{"role": "assistant", "content": c}] for c in completions] if conversational else completions
-        )
+        texts = self._completions(completions, conversational, ctx)
         kwargs: dict[str, Any] = {"prompts": prompts, "completions": texts, "completion_ids": ctx.completion_ids}
         # every column but prompt/completion(_ids); a column named like a keyword TRL passes itself is left out
         keys = dict.fromkeys(k for row in rows for k in row if k not in TRL_EXCLUDED_COLUMNS | TRL_NAMES)
         kwargs |= {k: [row.get(k) for row in rows] for k in keys}
         kwargs["trainer_state"] = ctx.trainer_state
+        envs = callers.environments(ctx.episodes)
+        if envs is not None:
+            kwargs["environments"] = envs  # TRL 1.x passes them only with environment_factory
         missing = _missing(self._params, kwargs)
+        if "environments" in missing:
+            raise TypeError(
+                "this TRL-style reward reads `environments`, which TRL passes only to runs with an "
+                "environment_factory: set agent.environment=module:Class (docs/agents.md)"
+            )
         if missing:
             raise TypeError(
                 f"this TRL-style reward needs {missing}, which the dataset does not have (columns: {sorted(keys)}); "
@@ -165,28 +201,12 @@ class AdaptedReward:
             raise TypeError("this TRL-style reward reads completion_ids, which the caller did not pass to score()")
         return self.fn(**_accepts(self._params, kwargs))
 
-    def _call_verl(self, completion: str, ex: Example) -> Any:
-        row = example_columns(ex)
-        reward_model = row.get("reward_model")
-        truth = reward_model.get("ground_truth", ex.answer) if isinstance(reward_model, dict) else ex.answer
-        extra = row.get("extra_info")
-        if isinstance(extra, str):
-            try:
-                extra = json.loads(extra)
-            except ValueError:
-                pass
-        kwargs = {
-            "data_source": row.get("data_source", ex.meta.get("task", "")),
-            "solution_str": completion,
-            "ground_truth": truth,
-            "extra_info": extra if extra is not None else {},
-        }
-        out = self.fn(**_accepts(self._params, kwargs))
-        if isinstance(out, dict):
-            if "score" not in out:
-                raise ValueError(f"a verl reward returning a dict must have a 'score' key, got keys {sorted(out)}")
-            return out["score"]
-        return out
+    def _call_verl(self, i: int, completion: str, ex: Example, ctx: CallContext) -> Any:
+        solution = completion
+        if ctx.solution_str == "prompt+response":
+            solution = callers.prompt_text(ex, ctx.prompt_texts, i) + completion
+        kwargs = callers.verl_kwargs(example_columns(ex), ex, solution)
+        return callers.verl_score(self.fn(**_accepts(self._params, kwargs)))
 
 
 def adapt(fn: Callable[..., Any]) -> AdaptedReward:

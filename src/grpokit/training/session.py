@@ -5,6 +5,7 @@ manager and data, built once from a config. Nothing here trains: the trainer add
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 from collections.abc import Callable
@@ -163,6 +164,8 @@ def open_session(
         max_fail_frac=cfg.reward.max_fail_frac,
         sandbox=reward_sandbox(cfg),
         not_applicable=cfg.reward.not_applicable,
+        verl_solution_str=cfg.reward.verl_solution_str,
+        decode=functools.partial(tokenizer.decode, skip_special_tokens=False),  # prompts as the model saw them
         # a reward model runs beside the learner unless told otherwise
         model_device=str(device) if cfg.reward.model_device == "auto" else cfg.reward.model_device,
     )

@@ -52,7 +52,14 @@ def score_rollout(
     TRL-style rewards also get each completion's token ids and `trainer_state` (global_step, max_steps)."""
     t0 = time.perf_counter()
     per_sample = [examples[idx[int(i)]] for i in out.prompt_index]
-    res = rewards_mgr.score(out.texts, per_sample, completion_ids=completion_id_lists(out), trainer_state=trainer_state)
+    res = rewards_mgr.score(
+        out.texts,
+        per_sample,
+        completion_ids=completion_id_lists(out),
+        trainer_state=trainer_state,
+        prompt_ids=prompt_id_lists(out),  # decoded for the rewards given the prompt (verl prompt+response, OpenRLHF)
+        episodes=out.episodes,  # TRL multi-turn rewards read the whole episode, and `environments`
+    )
     timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t0
     rewards = torch.tensor(res.rewards, dtype=torch.float32) + environment_rewards(out)
     accuracy = torch.tensor(res.accuracy, dtype=torch.float32).nan_to_num(0.0)
@@ -60,6 +67,11 @@ def score_rollout(
     b = from_rollout(out, shaped, accuracy, group_start, idx, pad_id)
     b.scores = rewards
     return b, res
+
+
+def prompt_id_lists(out: RolloutOutput) -> list[list[int]]:
+    """Each sample's prompt token ids (left padding dropped)."""
+    return [out.prompt_ids[i][out.prompt_mask[i].bool()].tolist() for i in range(len(out.texts))]
 
 
 def completion_id_lists(out: RolloutOutput) -> list[list[int]]:

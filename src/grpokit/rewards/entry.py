@@ -1,0 +1,48 @@
+"""One reward of a `RewardManager` (its name, spec, weight, function and where it runs), and the failure kind a
+reward call's exception records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .isolation import RewardCallError, RewardCallLimit, RewardCallTimeout
+from .reward_model import RewardModel
+from .signature import AdaptedReward
+
+# the failure kind (of FAILURE_KINDS) a reward call's exception records, first match in this order
+CALL_FAILURE_KINDS: dict[type[Exception], str] = {
+    RewardCallTimeout: "timeout",
+    RewardCallLimit: "sandbox",
+    RewardCallError: "exception",
+}
+CALL_FAILURES = tuple(CALL_FAILURE_KINDS)
+
+
+@dataclass
+class RewardEntry:
+    """One (reward, weight) of a manager: what its metrics call it, its spec, its function, and where it runs."""
+
+    name: str  # key in per_reward and metrics: the built-in name, or the function name of a user spec
+    spec: str
+    weight: float
+    fn: AdaptedReward | RewardModel | None  # None: a spec only the worker imports (see `in_worker`)
+    isolated: bool
+    convention: str = ""  # grpokit, trl, verl or openrlhf, from the signature (the worker reports its specs')
+
+    def describe(self, worker: str) -> str:
+        """`name: what it is, its weight, where it runs` for the manager's start lines."""
+        where = worker if self.isolated else "in-process"
+        what = f"{self.convention}-style function"
+        if isinstance(self.fn, RewardModel):
+            what, where = f"reward model ({self.fn.architecture})", f"in-process on {self.fn.device}"
+        return f"{self.name}: {what}, weight {self.weight:g}, {where}"
+
+    @property
+    def in_worker(self) -> str | None:
+        """The spec the worker imports and inspects itself, never the trainer; None for a function given."""
+        return self.spec if self.fn is None else None
+
+
+def failure_kind(e: Exception) -> str:
+    """The failure kind of a reward call that raised `e` (one of `CALL_FAILURES`): timeout, sandbox or exception."""
+    return next(kind for cls, kind in CALL_FAILURE_KINDS.items() if isinstance(e, cls))
