@@ -204,10 +204,11 @@ def races(env_path: list[str], args: argparse.Namespace, real: bool, peak: float
         variants += ",grpokit:vllm"
     with tempfile.TemporaryDirectory() as tmp:
         small = [] if real else ["--model", str(random_model_dir(args.tokenizer, "135m", Path(tmp) / "m135"))]
+        small += [] if real else ["--reward", "parity"]
         rows += race(env_path, "135M, 48 tokens", small, variants, peak)
         tokenizer = args.tokenizer or ensure_embedded_dir()
         big = ["--model", str(random_model_dir(tokenizer, "0.4b", Path(tmp) / "m04"))]
-        big += ["--min-new-tokens", "256", "--max-new-tokens", "256"]
+        big += ["--min-new-tokens", "256", "--max-new-tokens", "256", "--reward", "parity"]
         rows += race(env_path, "0.4B shape, 256 tokens", big, variants, peak)
     return rows
 

@@ -35,7 +35,7 @@ def _timed(obj: Any, name: str, acc: dict[str, float]) -> None:
     setattr(obj, name, wrapper)
 
 
-def _dataset_and_reward() -> tuple[Any, Callable[..., list[float]]]:
+def _dataset_and_reward(kind: str = "exact") -> tuple[Any, Callable[..., list[float]]]:
     from datasets import Dataset
 
     from grpokit.data import Example, get_task
@@ -44,6 +44,10 @@ def _dataset_and_reward() -> tuple[Any, Callable[..., list[float]]]:
     examples = get_task("add1").examples("train", None, 0)
     ds = Dataset.from_list([{"prompt": [{"role": "user", "content": e.prompt}], "answer": e.answer} for e in examples])
     exact = load_reward("exact_numeric")
+    if kind == "parity":  # random weights (bench/race_reward.py)
+        from race_reward import parity
+
+        return ds, parity
 
     def reward(completions: list[Any], answer: list[str], **kw: Any) -> list[float]:
         texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
@@ -92,6 +96,7 @@ def run_trl(
     max_new: int = 48,
     loss: str = "dapo",
     model_path: str | None = None,
+    reward_kind: str = "exact",
 ) -> tuple[list[dict[str, float]], dict[str, Any]]:
     """`steps` TRL steps (the first is the warm-up, dropped); returns per-step rows and run facts."""
     if vllm:  # the same KV-cache bound grpokit's vLLM engine uses on CPU (rollout.vllm_kv_cache_gib=2)
@@ -107,7 +112,7 @@ def run_trl(
     path = model_path or ensure_embedded_model()  # model_path: a local model directory (bench/gpu_check.py)
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
-    ds, reward = _dataset_and_reward()
+    ds, reward = _dataset_and_reward(reward_kind)
     acc: dict[str, float] = {}
     rows: list[dict[str, float]] = []
     lengths: list[float] = []

@@ -83,6 +83,8 @@ def grpokit_rows(args: argparse.Namespace, setting: str) -> tuple[list[dict[str,
         task="add1",
         set=["algo.group_filter=all", f"rollout.max_new_tokens={args.max_new_tokens}", *args.set],
     )
+    if args.reward == "parity":  # random weights: a reward that varies in every group (bench/race_reward.py)
+        ns.set.append(f"reward.functions=[{HERE / 'race_reward.py'}:parity]")
     engine, _, precision = setting.partition("/")
     if precision:
         ns.set.append(f"model.precision={precision}")
@@ -141,6 +143,7 @@ def run_worker(args: argparse.Namespace) -> None:
             min_new=args.min_new_tokens,
             max_new=args.max_new_tokens,
             model_path=None if args.model == "smollm2-135m-instruct" else args.model,
+            reward_kind=args.reward,
         )
     import torch
 
@@ -154,7 +157,8 @@ def spawn(v: Variant, args: argparse.Namespace) -> dict[str, Any]:
         result = Path(tmp) / "result.json"
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", v.name, "--result", str(result)]
         cmd += ["--steps", str(args.steps), "--min-new-tokens", str(args.min_new_tokens)]
-        cmd += ["--max-new-tokens", str(args.max_new_tokens), "--model", args.model] + [f"--set={s}" for s in args.set]
+        cmd += ["--max-new-tokens", str(args.max_new_tokens), "--model", args.model, "--reward", args.reward]
+        cmd += [f"--set={s}" for s in args.set]
         if args.lock:
             cmd = ["flock", args.lock, *cmd]
         env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}
@@ -234,6 +238,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--min-new-tokens", type=int, default=48, help="forced completion length (rollout.min_new_tokens)")
     ap.add_argument("--max-new-tokens", type=int, default=48)
     ap.add_argument("--model", default="smollm2-135m-instruct", help="the embedded model, or a local model directory")
+    ap.add_argument("--reward", default="exact", choices=["exact", "parity"], help="parity: for random weights")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra grpokit config override")
     ap.add_argument("--lock", default=None, help="run each worker under `flock LOCK` (exclusive timings)")
     ap.add_argument("--json", default=None, help="also write the raw per-step results here")

@@ -144,3 +144,17 @@ def test_the_static_step_is_one_graph() -> None:
         outs.append(eng.generate(_prompts(tok, 2), params))
     assert torch.equal(outs[0].completion_ids, outs[1].completion_ids)
     torch.testing.assert_close(outs[0].sampler_logp, outs[1].sampler_logp)
+
+
+def test_continued_rows_draw_the_eager_tokens() -> None:
+    """Multi-turn episodes continue rows after a tail (agents/engine.py): the static cache takes the prompt's and
+    the tails' keys/values and draws what the eager loop draws."""
+    model, tok = load_model_and_tokenizer("tiny")
+    prompts = _prompts(tok, 2)
+    tails = [[11, 12, 13], [14], [15, 16]]
+    outs = []
+    for mode in ("eager", "static"):
+        eng = SharedPrefixSampler(model, tok, decode=mode, generator=torch.Generator().manual_seed(5))
+        outs.append(eng.continue_rows(prompts, [0, 1, 1], tails, SamplingParams(max_new_tokens=7, top_k=40)))
+    assert torch.equal(outs[0].completion_ids, outs[1].completion_ids)
+    torch.testing.assert_close(outs[0].sampler_logp, outs[1].sampler_logp, rtol=1e-4, atol=1e-4)
