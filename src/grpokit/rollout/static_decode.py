@@ -23,6 +23,8 @@ from transformers import StaticCache
 
 from .sampling import draw_step
 
+LENGTH_QUANTUM = 128  # cache lengths are rounded up to a multiple of this, so prompts of any width share graphs
+
 
 def buckets(n: int) -> list[int]:
     """Row buckets for a batch of n: n itself, then the powers of two below it, largest first."""
@@ -64,6 +66,8 @@ class StaticDecoder:
         self.graphs = graphs
         self.step = self._step
         if graphs:
+            # one graph per (bucket, cache length): 6 buckets for 32 rows, times the few rounded lengths a run sees
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
             self.step = torch.compile(self._step, mode="reduce-overhead", dynamic=False)
 
     def _step(
@@ -130,7 +134,7 @@ class StaticDecoder:
         and 0 after each row's EOS, as the eager loop of `hf.py` writes them."""
         n, width = attn.shape
         steps, device = params.max_new_tokens, logits.device
-        max_len = width + steps
+        max_len = -(-(width + steps) // LENGTH_QUANTUM) * LENGTH_QUANTUM  # few distinct shapes, few captures
         s = StepSettings(eos, params.temperature, params.top_k, params.top_p)
         out_ids = torch.full((n + 1, steps), pad_id, dtype=torch.long, device=device)  # row n: spare rows' scratch
         out_lp = torch.zeros((n + 1, steps), dtype=torch.float32, device=device)
