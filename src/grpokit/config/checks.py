@@ -200,7 +200,7 @@ def _unused_dynamic_sampling(cfg: Any) -> Finding | None:
 @CHECKS.register("unused_gpg_threshold")
 def _unused_gpg_threshold(cfg: Any) -> Finding | None:
     """`algo.gpg_threshold` is the gpg group filter's valid-group fraction (docs/math.md §6); with another filter it
-    does nothing (alone, with the default filter, it still selects gpg: a deprecation, config/resolve.py)."""
+    does nothing."""
     a = cfg.algo
     if a.gpg_threshold is None or a.group_filter == "gpg":
         return None

@@ -20,25 +20,6 @@ from .sections import Config
 RECIPE_META_KEYS = ("description", "paper", "spec")
 
 
-def _dynamic_sampling(value: Any, current: Any) -> str:
-    on = coerce(value, bool, "algo.dynamic_sampling")
-    return "dynamic_sampling" if on else ("all" if current == "dynamic_sampling" else current)
-
-
-# old key -> (new key, its value from (old value, the new key's current value)); set through the old name, a key
-# still works and leaves a deprecation note in the config's warnings
-RENAMED_KEYS: dict[str, tuple[str, Any]] = {
-    "train.epochs": ("train.ppo_epochs", lambda value, current: value),
-    "train.keep_checkpoints": ("train.save_total_limit", lambda value, current: value),  # TRL's name and meaning
-    "algo.dynamic_sampling": ("algo.group_filter", _dynamic_sampling),
-}
-
-
-def deprecation_notes(cfg: Config) -> list[str]:
-    """The renamed keys this config was given by their old names, each with its new name."""
-    return list(getattr(cfg, "deprecations", []))
-
-
 def type_hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
@@ -69,13 +50,6 @@ def key_hint(key: str, valid: list[str]) -> str:
 def set_key(cfg: Config, dotted: str, value: Any) -> None:
     """Set `section.key` (e.g. `algo.eps_high`) with type and range checking; unknown keys suggest the closest
     one."""
-    if dotted in RENAMED_KEYS:
-        new, convert = RENAMED_KEYS[dotted]
-        section, name = new.split(".")
-        set_key(cfg, new, convert(value, getattr(getattr(cfg, section), name)))
-        note = f"{dotted} is deprecated: it is now {new} (set {new} instead)"
-        cfg.deprecations = [*getattr(cfg, "deprecations", []), note]  # type: ignore[attr-defined]
-        return
     parts = dotted.split(".")
     valid = all_keys(cfg)
     if len(parts) == 1 and parts[0] == "recipe":

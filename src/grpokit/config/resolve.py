@@ -11,7 +11,7 @@ from ..models.value_heads import CRITIC_KINDS
 from ..parallel.sharding import SHARDINGS
 from ..run.trackers import TRACKERS
 from .errors import ConfigError
-from .keys import deprecation_notes, did_you_mean
+from .keys import did_you_mean
 from .ranges import check_ranges
 from .sections import Config
 
@@ -109,22 +109,12 @@ def check_values(cfg: Config) -> None:
         )
 
 
-def _gpg_threshold_alone(cfg: Config) -> None:
-    """algo.gpg_threshold used to switch GPG resampling on by itself: it still does, with a deprecation note."""
-    a = cfg.algo
-    if a.gpg_threshold is not None and a.group_filter == "all":
-        a.group_filter = "gpg"
-        note = "algo.gpg_threshold alone no longer picks the group filter: set algo.group_filter=gpg"
-        cfg.deprecations = [*deprecation_notes(cfg), note]  # type: ignore[attr-defined]
-
-
 def resolve_config(cfg: Config) -> Config:
     """Fill derived values, bind components, validate everything; cross-field findings that are errors raise, the
     rest become `cfg.warnings`."""
     from .checks import run_checks
 
     check_ranges(cfg)  # first: derived values divide by some of them
-    _gpg_threshold_alone(cfg)
     fill_derived(cfg)
     bind_components(cfg)
     check_monitor(cfg)
@@ -133,5 +123,5 @@ def resolve_config(cfg: Config) -> Config:
     for f in findings:
         if f.level == "error":
             raise ConfigError(f.message)
-    cfg.warnings = deprecation_notes(cfg) + [f.message for f in findings]
+    cfg.warnings = [f.message for f in findings]
     return cfg

@@ -133,7 +133,7 @@ class TrainConfig:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.99
     max_grad_norm: float = 1.0
-    # passes over each step's batch (verl ppo_epochs, TRL num_iterations); the old name train.epochs still works
+    # passes over each step's batch (verl ppo_epochs, TRL num_iterations)
     ppo_epochs: int = 1
     mini_batches: int = 1
     micro_batch_size: int = 32
@@ -143,7 +143,7 @@ class TrainConfig:
     )
     eval_every: int = 10
     save_every: int = 25
-    # checkpoints kept, the newest (TRL's save_total_limit; 0 keeps all); the old name train.keep_checkpoints works
+    # checkpoints kept, the newest (TRL's save_total_limit; 0 keeps all)
     save_total_limit: int = 2
     # TRL's name. true: no checkpoint holds optimizer state (a third the size; no resume); false: every one does;
     # unset (default): every one a resume needs, not the checkpoint of a finished run's last step (docs/training.md)
