@@ -316,3 +316,22 @@ def test_a_bare_command_line_names_the_built_in_defaults_first(capsys: pytest.Ca
     assert "built-in defaults: reward math_verify;" in capsys.readouterr().err
     build_config("grpo", ["reward.functions=[format]"], job=True, **{"data.task": "add2"})
     assert capsys.readouterr().err == ""
+
+
+def test_the_converted_verl_math_job_trains_two_steps_on_both_sources(tmp_path: Path) -> None:
+    """`grpokit train --config` on what the script converted to: 2 steps on the tiny model, every row scored (no
+    failures: each row found its data_source's check), the run's config keeping both files and the reward."""
+    home = verl_home(tmp_path)
+    config = tmp_path / "math.yaml"
+    assert run_verl_script(tmp_path, home, *SHRINK, "-o", str(config)).returncode == 0
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "grpokit.cli", "train", "--config", str(config), "--set", "data.eval_size=2"]
+    proc = subprocess.run([*cmd, "--output-dir", str(out)], capture_output=True, text=True, env=ENV, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    train = [r for r in rows if "reward/mean" in r]
+    assert [r["step"] for r in train] == [1, 2]
+    assert all(r["reward/fail_frac"] == 0.0 and "reward/verl_data_source_mean" in r for r in train)
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert saved["reward"]["functions"] == ["verl_data_source"]
+    assert saved["data"]["extra_files"] == [str(home / "data" / "math" / "train.parquet")]
