@@ -335,3 +335,34 @@ def test_the_converted_verl_math_job_trains_two_steps_on_both_sources(tmp_path: 
     saved = yaml.safe_load((out / "config.yaml").read_text())
     assert saved["reward"]["functions"] == ["verl_data_source"]
     assert saved["data"]["extra_files"] == [str(home / "data" / "math" / "train.parquet")]
+
+
+def test_open_r1_recipe_trains_in_bf16_with_the_reward_module_command(tmp_path: Path) -> None:
+    """The documented `--reward-module open_r1.rewards` command on config_demo_deepseek.yaml as it is
+    (`torch_dtype: bfloat16`, `bf16: true`), shrunk by TRL flags only: 2 steps on the tiny model in pure bf16."""
+    out = tmp_path / "run"
+    shrink = [  # the flags a TRL user adds after --config for a 2-step CPU smoke run; dtype and bf16 left as they are
+        "--model_name_or_path", "tiny", "--dataset_name", str(FIXTURES / "field" / "data" / "openr1_math.jsonl"),
+        "--num_generations", "4", "--per_device_train_batch_size", "8", "--gradient_accumulation_steps", "1",
+        "--max_completion_length", "8", "--max_steps", "2", "--use_vllm", "false", "--attn_implementation", "sdpa",
+        "--report_to", "none", "--output_dir", str(out),
+    ]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "grpokit.cli",
+        "train",
+        "--config",
+        str(DEEPSEEK),
+        "--reward-module",
+        "open_r1.rewards",
+    ]
+    env = {**ENV, "PYTHONPATH": str(OPEN_R1_SRC)}
+    proc = subprocess.run([*cmd, *shrink, "--set", "data.eval_size=2"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=900)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert "TRL loads the weights in bf16 and its bf16 autocast then changes nothing" in proc.stderr
+    saved = yaml.safe_load((out / "config.yaml").read_text())
+    assert (saved["model"]["dtype"], saved["model"]["precision"]) == ("bfloat16", "bf16")
+    rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    assert [r["step"] for r in rows if "reward/mean" in r] == [1, 2]
