@@ -171,7 +171,7 @@ def evaluate(sub: Any) -> Parser:
 
 
 def demo(sub: Any) -> Parser:
-    d = sub.add_parser("demo", help="DAPO on single-digit addition with the embedded model (about 4 minutes on 2 CPU cores)")
+    d = sub.add_parser("demo", help="DAPO on single-digit addition, embedded model: about 4 minutes on 2 CPU cores")
     d.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, repeatable")
     d.add_argument("--eval-samples", type=int, default=5, help="samples per held-out prompt in eval")
     return d
