@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from grpokit import algos
-from grpokit.algos.compose import AlgoConfig, component_keys
+from grpokit.algos.algo_config import AlgoConfig
+from grpokit.algos.components import component_keys
 from grpokit.algos.registry import ADVANTAGES, AGGREGATIONS, IS_CORRECTIONS, POLICY_LOSSES, REQUIRED
 from grpokit.config import ConfigError, build_config, config_from_dict, list_recipes
 

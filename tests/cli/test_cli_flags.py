@@ -126,16 +126,13 @@ def test_trl_reward_funcs_flag_resolves_trls_own_rewards() -> None:
 # ----------------------------------------------------------------------------------- one name per concept
 
 
-def test_preflight_takes_task_and_data_is_a_deprecated_alias(tmp_path: Path) -> None:
+def test_preflight_takes_task_and_the_old_data_flag_is_refused(tmp_path: Path) -> None:
     small = ["--model", "tiny", "--prompts", "2", "--group-size", "2", "--max-new-tokens", "2", "--json"]
     new = grpokit("preflight", "--task", "add2", *small, "--out", str(tmp_path / "a"))
     assert new.returncode == 0, new.stderr[-2000:]
-    assert "deprecated" not in new.stderr
+    assert json.loads(new.stdout)["config"]["data"] == "add2"
     old = grpokit("preflight", "--data", "add2", *small, "--out", str(tmp_path / "b"))
-    assert old.returncode == 0, old.stderr[-2000:]
-    assert "--data is deprecated, use --task" in old.stderr
-    for run in (new, old):
-        assert json.loads(run.stdout)["config"]["data"] == "add2"
+    assert old.returncode == 2 and "--data is neither a grpokit option" in old.stderr
 
 
 def test_grpokits_own_options_win_over_a_files_value_and_trl_flags_apply_as_given(tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from grpokit.algos.compose import AlgoConfig, compute_advantages
+from grpokit.algos.algo_config import AlgoConfig
+from grpokit.algos.compose import compute_advantages
 from grpokit.config import ConfigError, build_config, config_from_dict
 
 REWARDS = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0])

@@ -20,7 +20,6 @@ import torch
 
 from .aggregate import Denominators, aggregate
 from .algo_config import AlgoConfig
-from .components import CENTRED_KL, CRITIC_TARGETS, SLOTS, Component, component_keys
 from .correction import mismatch_stats
 from .kl import kl_estimate
 from .masked import masked_mean, masked_sum
@@ -28,13 +27,7 @@ from .registry import ADVANTAGES, IS_CORRECTIONS, POLICY_LOSSES
 from .value import value_loss
 
 __all__ = [
-    "CENTRED_KL",
-    "CRITIC_TARGETS",
-    "SLOTS",
-    "AlgoConfig",
-    "Component",
     "LossInputs",
-    "component_keys",
     "compute_advantages",
     "compute_loss",
     "loss_denominators",

@@ -48,7 +48,7 @@ def cmd_recipes(args: argparse.Namespace) -> int:
     from ..config import list_recipes, load_recipe
 
     if args.action == "show":  # the bound components: the algorithm registry (torch) is imported here only
-        from ..algos.compose import component_keys
+        from ..algos.components import component_keys
         from ..config import build_config
 
         if not args.name:

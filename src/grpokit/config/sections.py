@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..algos.compose import AlgoConfig
+from ..algos.algo_config import AlgoConfig
 
 
 @dataclass

@@ -25,9 +25,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         overrides.append(f"rollout.group_size={args.group_size}")
     if args.max_new_tokens is not None:
         overrides.append(f"rollout.max_new_tokens={args.max_new_tokens}")
-    if args.data is not None:  # the old name of --task (one name per concept across subcommands)
-        print("preflight: warning: --data is deprecated, use --task (as grpokit train does)", file=sys.stderr)
-    task = args.task or args.data or "add1"
+    task = args.task or "add1"
     cfg = build_config(args.recipe, overrides, **{"model.name": args.model, "data.task": task})
     out = Path(args.out or f"runs/preflight-{time.strftime('%Y%m%d-%H%M%S')}")
     try:
@@ -47,7 +45,6 @@ def register_cli(sub: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("preflight", help="measure the starting model on the data before training")
     p.add_argument("--model", default="smollm2-135m-instruct", help="smollm2-135m-instruct, tiny, or a local dir")
     p.add_argument("--task", default=None, help="built-in task (add1, add2, mul1, countdown) or a data file")
-    p.add_argument("--data", default=None, help="deprecated: the old name of --task")
     p.add_argument("--recipe", default="grpo", help="recipe whose rollout settings to use")
     p.add_argument("--prompts", type=int, default=32, help="prompts to sample (default 32)")
     p.add_argument("--group-size", type=int, default=None, help="samples per prompt (default: the recipe's)")

@@ -207,11 +207,6 @@ class Reader:
     def read(self, files: list[Path]) -> list[Segment]:
         raise NotImplementedError
 
-    # backwards-compatible single-run view
-    def locate(self, path: Path) -> list[Path] | None:
-        found = self.runs(path)
-        return found[0][1] if found else None
-
 
 #: The plain name mapper of each trainer's own logged keys (no TensorBoard prefixes), for live rows.
 LIVE_MAPPERS: dict[str, Mapper] = {"trl": TRL_MAPPER, "verl": VERL_MAPPER, "openrlhf": OPENRLHF_CONSOLE_MAPPER}
