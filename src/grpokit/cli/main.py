@@ -196,13 +196,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..config import build_config
     from ..training.evaluation import evaluate
     from ..training.session import open_session
+    from .eval_progress import EvalProgress
 
     overrides = list(args.set or []) + ["train.steps=0", f"rollout.eval_temperature={args.temperature}"]
     cfg = build_config(
         "grpo", overrides=overrides, **{"data.task": args.task, "model.name": args.model, "data.eval_size": args.n}
     )
+    progress = EvalProgress()  # stderr lines while it works; stdout keeps only the result
+    progress.say(f"loading model {safe_text(args.model)} and task {safe_text(args.task)} ...")
     session = open_session(cfg)
     try:
+        progress.watch(session)
         res = evaluate(session, args.samples, seed=cfg.train.seed + 7919)
     finally:
         session.close()
