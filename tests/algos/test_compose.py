@@ -174,8 +174,9 @@ def test_2_value_loss_term(mode, clip):
     gradient from the unclipped or clipped branch as selected by the max."""
     d = _data(5)
     v = d["values"].clone().requires_grad_(True)
-    cfg = AlgoConfig(loss_agg=mode, vf_coef=0.7, value_clip=clip)
-    loss, m = compute_loss(_inputs(d, values=v, old_values=d["old_values"], returns=d["returns"]), cfg)
+    cfg = AlgoConfig(loss_agg=mode, value_clip=clip)
+    inputs = _inputs(d, values=v, old_values=d["old_values"], returns=d["returns"])
+    loss, m = compute_loss(inputs, cfg, vf_coef=0.7)
     err = (d["values"] - d["returns"]) ** 2
     if clip is None:
         per_tok = 0.5 * err
@@ -260,7 +261,6 @@ def test_2_total_loss_sums_all_terms():
         loss_agg="seq-mean-token-mean",
         kl_coef=0.2,
         entropy_coef=0.05,
-        vf_coef=0.5,
         value_clip=None,
         nll_coef=0.3,
         is_correction="token_truncate",
@@ -278,6 +278,7 @@ def test_2_total_loss_sums_all_terms():
             positive=d["positive"],
         ),
         cfg,
+        vf_coef=0.5,
     )
     total = (
         m["actor/pg_loss"]

@@ -272,11 +272,10 @@ def test_19_1_everything_masked_through_compute_loss(mode):
         l_norm=float(T),
         kl_coef=0.1,
         entropy_coef=0.01,
-        vf_coef=0.5,
         nll_coef=0.1,
         is_correction="token_truncate",
     )
-    loss, metrics = compute_loss(inputs, cfg)
+    loss, metrics = compute_loss(inputs, cfg, vf_coef=0.5)
     grads = torch.autograd.grad(loss, [logp, ent, values], allow_unused=True)
     assert float(loss) == 0.0
     for g in grads:

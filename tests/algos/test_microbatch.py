@@ -51,7 +51,7 @@ def _data(seed=0):
 GRAD_KEYS = ("logp", "entropy", "values")
 
 
-def _grads(data, cfg, splits, global_dens=True, keep_threshold=None):
+def _grads(data, cfg, splits, global_dens=True, keep_threshold=None, vf_coef=0.0):
     leaves = {k: data[k].clone().requires_grad_(True) for k in GRAD_KEYS}
     dens = None
     if global_dens:
@@ -62,7 +62,7 @@ def _grads(data, cfg, splits, global_dens=True, keep_threshold=None):
         kw = {k: (leaves[k] if k in leaves else data[k])[idx] for k in data}
         if keep_threshold is not None:
             kw["keep"] = ((data["entropy"][idx] >= keep_threshold) * data["mask"][idx]).double()
-        loss, _ = compute_loss(LossInputs(**kw), cfg, denominators=dens)
+        loss, _ = compute_loss(LossInputs(**kw), cfg, denominators=dens, vf_coef=vf_coef)
         loss.backward()
         total += float(loss.detach())
     return total, {k: leaves[k].grad for k in GRAD_KEYS}
@@ -103,15 +103,14 @@ def test_1_5_rule2_all_terms_split_invariance(mode):
         eps_high=0.28,
         kl_coef=0.05,
         entropy_coef=0.01,
-        vf_coef=0.5,
         value_clip=0.2,
         nll_coef=0.1,
         is_correction="token_truncate",
         is_c_max=1.5,
     )
     tau = top_entropy_threshold(data["entropy"], data["mask"], 0.5)
-    full = _grads(data, cfg, [list(range(N))], global_dens=False, keep_threshold=tau)
-    split = _grads(data, cfg, SPLITS, keep_threshold=tau)
+    full = _grads(data, cfg, [list(range(N))], global_dens=False, keep_threshold=tau, vf_coef=0.5)
+    split = _grads(data, cfg, SPLITS, keep_threshold=tau, vf_coef=0.5)
     for k in GRAD_KEYS:
         assert full[1][k].abs().sum() > 0, k
     _assert_same(split, full)

@@ -94,10 +94,8 @@ class AlgoConfig:
     soft_overlong: bool = False
     overlong_cache: float = 0.2  # tokens, or a fraction of max_new_tokens when < 1 (paper: 4096/20480 = 0.2)
     overlong_factor: float = 1.0
-    # critic (§2, §11, §13). vf_coef weighs the value loss in `compute_loss` (one loss over a policy and a value
-    # head that share an optimizer); grpokit's trainer steps its critic with an optimizer of its own, where a
-    # constant loss weight would change nothing, so training refuses it (config_checks "vf_coef_in_training")
-    vf_coef: float = 0.0
+    # critic (§2, §11, §13): the value loss's clip (its weight is compute_loss's vf_coef argument, for a loop that
+    # shares one optimizer; grpokit's critic has an optimizer of its own)
     value_clip: float | None = 0.5
     nll_coef: float = 0.0
     # reward given to truncated responses instead of their score (ORZ: 0, T1: -1); None keeps the score

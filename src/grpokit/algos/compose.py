@@ -124,9 +124,12 @@ def compute_loss(
     denominators: dict[str, Denominators] | None = None,
     kl_coef: float | None = None,
     entropy_coef: float | None = None,
+    vf_coef: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Total loss of one micro-batch and its metrics. Pass mini-batch-global `denominators` (see
-    `loss_denominators`) when accumulating gradients over micro-batches or ranks (§1.5 rule 2).
+    `loss_denominators`) when accumulating gradients over micro-batches or ranks (§1.5 rule 2). `vf_coef` (c_v)
+    weighs the value loss for a loop that steps a policy and a value head with one optimizer; grpokit's trainer
+    steps its critic with an optimizer of its own (where a constant weight changes nothing) and leaves it at 0.
 
     L = Agg(w * e * l_pi) + beta Agg(k) - c_H Agg_tok(H) + c_v Agg(l_V) + mu L_NLL   (docs/math.md §2, §5, §11, §12)
     """
@@ -149,9 +152,9 @@ def compute_loss(
         total = total - c_h * ent
         metrics["actor/entropy_bonus"] = float(ent.detach())
 
-    if cfg.vf_coef > 0 and inputs.values is not None and inputs.returns is not None:
+    if vf_coef > 0 and inputs.values is not None and inputs.returns is not None:
         v_agg, vm = _value_term(inputs, cfg, dens)
-        total = total + cfg.vf_coef * v_agg
+        total = total + vf_coef * v_agg
         metrics.update(vm)
 
     if cfg.nll_coef > 0 and inputs.positive is not None:

@@ -212,24 +212,6 @@ def _unused_gpg_threshold(cfg: Any) -> Finding | None:
     )
 
 
-@CHECKS.register("vf_coef_in_training")
-def _vf_coef_in_training(cfg: Any) -> Finding | None:
-    """The trainer's critic has its own parameters and its own AdamW optimizer; Adam's update m / (sqrt(v) + eps)
-    is invariant to a constant scale of the loss up to eps, so a value-loss weight would be a setting that does
-    nothing (verl's and OpenRLHF's separate critics have no such weight either)."""
-    v = cfg.algo.vf_coef
-    if not v:
-        return None
-    return Finding(
-        "error",
-        "algo.vf_coef",
-        f"algo.vf_coef={v!r} has no effect in grpokit training: the critic (critic.kind={cfg.critic.kind!r}) is "
-        "stepped by its own Adam optimizer, which a constant loss weight does not change; tune the critic's step "
-        "with critic.lr (and algo.value_clip) instead, and remove algo.vf_coef (a config.yaml written before "
-        "grpokit refused it: delete its `vf_coef:` line)",
-    )
-
-
 @CHECKS.register("unused_critic")
 def _unused_critic(cfg: Any) -> Finding | None:
     if cfg.algo.uses_critic:

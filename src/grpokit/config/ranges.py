@@ -149,7 +149,6 @@ RANGES: dict[str, Range] = {
     "algo.ds_oversample": R(1, 1000),
     "algo.overlong_cache": R(0, TOKENS),
     "algo.overlong_factor": R(0, HUGE),
-    "algo.vf_coef": R(0, HUGE),
     "algo.value_clip": R(0, HUGE, note=", or null for no value clipping"),
     "algo.nll_coef": R(0, HUGE),
     "algo.truncated_reward": R(-HUGE, HUGE, interval=True, note=", or null to keep the score"),
