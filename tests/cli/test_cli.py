@@ -61,6 +61,8 @@ def test_train_tiny_then_resume_then_eval(tmp_path: Path) -> None:
         "data.eval_size=4",
         "--set",
         "train.save_every=1",
+        "--set",  # the optimizer state in the finished run's last checkpoint too: it is continued with --steps 2
+        "train.save_only_model=false",
     ]
     out = grpokit(
         "train", "--recipe", "grpo", "--model", "tiny", "--steps", "1", "--out", str(tmp_path), "--name", "run", *common

@@ -52,8 +52,7 @@ def main(out: str, recipe: str, prompts: int, sharding: str = "ddp", split: str 
     info = trainer.info
     trainer.stream = PromptStream(len(trainer.train_examples), cfg.train.seed)  # the same global prompts everywhere
     torch.manual_seed(123)
-    timings: dict[str, float] = {}
-    b = trainer.draw(timings, prompts)
+    b = trainer.draw(prompts)
     if episodes:
         assert b.episodes is not None and max(e["env_tokens"] for e in b.episodes) > 0
     g = cfg.rollout.group_size
@@ -63,8 +62,8 @@ def main(out: str, recipe: str, prompts: int, sharding: str = "ddp", split: str 
         lo, hi = (0, prompts - 1) if info.rank == 0 else (prompts - 1, prompts)
     mine = torch.arange(lo * g, hi * g)
     shard = b.select(mine)
-    trainer.advantages(shard, timings)
-    m = trainer.update(shard, timings)
+    trainer.advantages(shard)
+    m = trainer.update(shard)
     assert m.get("train/skipped_update", 0.0) == 0.0, m
     params = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     torch.save(params, Path(out) / f"params_{sharding}_rank{info.rank}_of{info.world}.pt")

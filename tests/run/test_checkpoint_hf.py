@@ -293,3 +293,30 @@ def test_save_only_model_writes_no_trainer_state_and_refuses_resume_in_one_line(
     cfg = build_config("grpo", overrides=FAST + ["train.steps=2"])
     with pytest.raises(CheckpointError, match=r"save_only_model=true.*no optimizer state.*--model"):
         Trainer(cfg, slim).restore()
+
+
+def test_a_finished_runs_last_checkpoint_holds_the_model_only_by_default(tmp_path: Path) -> None:
+    """train.save_only_model unset (the default): the checkpoints a resume needs hold the optimizer state, a finished
+    run's last one holds the model only (a third of the size); continuing it is refused in one line that names both
+    ways on, and restoring it at its own last step (a run killed before its final model) loads the model."""
+
+    def cfg(steps: int):  # noqa: ANN202
+        changes = ("model.precision=fp32", f"train.steps={steps}", "train.save_every=1", "train.save_total_limit=0")
+        return build_config("grpo", overrides=tiny_overrides(*changes, drop=("train.save_only_model",)))
+
+    assert cfg(2).train.save_only_model is None
+    run = tmp_path / "run"
+    trainer = Trainer(cfg(2), run)
+    fit(trainer, None, eval_before=False)
+    first, last = run / "checkpoints" / "step_1", run / "checkpoints" / "step_2"
+    assert (first / "trainer_state" / "optimizer.pt").is_file()
+    assert not (last / "trainer_state" / "optimizer.pt").exists() and (last / "model.safetensors").is_file()
+    assert os.path.samefile(run / "final" / "model.safetensors", last / "model.safetensors")
+    assert _disk_bytes(last) < 0.5 * _disk_bytes(first)  # AdamW's two moments are twice the model
+    with pytest.raises(CheckpointError, match=r"step_2 holds the model only.*--model .*train.save_only_model=false"):
+        Trainer(cfg(3), run).restore()
+    assert last.is_dir()  # whole, so never moved aside as unreadable
+    again = Trainer(cfg(2), run)
+    assert again.restore() == 2
+    for p, q in zip(trainer.model.parameters(), again.model.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=0, atol=0)

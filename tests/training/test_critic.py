@@ -127,9 +127,8 @@ def test_value_pretraining_of_a_value_model_skips_the_policy_forward_with_the_sa
 
     cfg = build_config("vapo", overrides=[*TINY, "critic.kind=model", "critic.lr=1e-4", "critic.pretrain_max_steps=1"])
     trainer = Trainer(cfg, tmp_path)
-    timings: dict[str, float] = {}
-    b = trainer.draw(timings)
-    trainer.advantages(b, timings)
+    b = trainer.draw()
+    trainer.advantages(b)
     critic0, opt0 = copy.deepcopy(trainer.critic.state_dict()), copy.deepcopy(trainer.critic_opt.state_dict())
     after = []
     for skip in (False, True):
@@ -143,9 +142,7 @@ def test_value_pretraining_of_a_value_model_skips_the_policy_forward_with_the_sa
             return _f(*a, **k)
 
         state.forward = counting
-        m, _ = run_update(
-            state, b, timings, step=1, kl_coef=0.0, entropy_coef=0.0, train_policy=False, value_pretraining=skip
-        )
+        m, _ = run_update(state, b, step=1, kl_coef=0.0, entropy_coef=0.0, train_policy=False, value_pretraining=skip)
         assert math.isfinite(m["critic/value_loss"])
         assert (calls["n"] == 0) == skip, calls
         after.append([p.detach().clone() for p in trainer.critic.parameters()])
@@ -157,7 +154,14 @@ def test_value_pretraining_of_a_value_model_skips_the_policy_forward_with_the_sa
 
 
 def test_critic_and_its_optimizer_survive_a_checkpoint(tmp_path: Path) -> None:
-    overrides = [*TINY, "critic.pretrain_max_steps=0", "train.steps=2", "train.save_every=2"]
+    # the finished run's last checkpoint with its optimizer state and critic (the default keeps the model only there)
+    overrides = [
+        *TINY,
+        "critic.pretrain_max_steps=0",
+        "train.steps=2",
+        "train.save_every=2",
+        "train.save_only_model=false",
+    ]
     first = Trainer(build_config("ppo", overrides=overrides), tmp_path)
     fit(first, None, eval_before=False)
     again = Trainer(build_config("ppo", overrides=overrides), tmp_path)

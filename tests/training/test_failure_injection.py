@@ -18,6 +18,7 @@ says which.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -76,14 +77,13 @@ def train(
         ids = torch.randperm(vocab, generator=torch.Generator().manual_seed(0))[: int(stop_frac * vocab)]
         trainer.engine.eos_ids = sorted(set(trainer.engine.eos_ids) | set(ids.tolist()))
     if sampler_temperature is not None:
-        orig = trainer.sampling_params
+        generate = trainer.engine.generate
 
-        def sampling_params(n: int | None = None, temperature: float | None = None):
-            p = orig(n, temperature)
-            p.temperature = sampler_temperature  # the learner keeps scoring at rollout.temperature
-            return p
+        def hotter(prompts, params):  # noqa: ANN001, ANN202 (the engine's own signature)
+            # the engine samples at `sampler_temperature`; the learner keeps scoring at rollout.temperature
+            return generate(prompts, dataclasses.replace(params, temperature=sampler_temperature))
 
-        trainer.sampling_params = sampling_params
+        trainer.engine.generate = hotter
     fit(trainer, None, eval_before=False)
     run = Run(trainer, tmp)
     assert [r["step"] for r in run.rows] == list(range(1, steps + 1))

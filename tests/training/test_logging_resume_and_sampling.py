@@ -115,8 +115,8 @@ def test_kl_in_the_reward_reaches_reinforce_pp_baseline(tmp_path: Path) -> None:
             for p in tr.model.parameters():
                 p.add_(0.05 * torch.randn_like(p))
         torch.manual_seed(0)
-        b = tr.draw({})
-        tr.advantages(b, {})
+        b = tr.draw()
+        tr.advantages(b)
         advs.append(b.advantages)
         tr.rewards.close()
     assert not torch.allclose(advs[0], advs[1], atol=1e-4)

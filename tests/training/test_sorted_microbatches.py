@@ -58,7 +58,7 @@ def _update(trainer: Trainer, b, sort: bool, state0: dict) -> tuple[list[torch.T
     state.optimizer = torch.optim.SGD(trainer.model.parameters(), lr=1.0)
     state.scheduler = torch.optim.lr_scheduler.LambdaLR(state.optimizer, lambda _: 1.0)
     before = [p.detach().clone() for p in trainer.model.parameters()]
-    metrics, outputs = run_update(state, b, {}, step=1, kl_coef=trainer.kl_ctl.value, entropy_coef=0.0)
+    metrics, outputs = run_update(state, b, step=1, kl_coef=trainer.kl_ctl.value, entropy_coef=0.0)
     delta = [p.detach() - p0 for p, p0 in zip(trainer.model.parameters(), before)]
     on_policy = outputs.assemble(len(b), b.completion_ids.shape[1])
     return delta, None if on_policy is None else on_policy[0], metrics
@@ -84,12 +84,12 @@ def test_sorted_micro_batches_give_the_same_update(tmp_path, recipe, agg):
     )
     assert cfg.algo.loss_agg == agg
     trainer = Trainer(cfg, tmp_path)
-    b = trainer.draw({})
+    b = trainer.draw()
     # very different lengths: the generated tokens past each row's length are dropped from both masks
     keep = (torch.arange(b.raw_mask.shape[1])[None] < torch.tensor(LENGTHS)[:, None]).float()
     b.raw_mask, b.mask = b.raw_mask * keep, b.mask * keep
     assert b.lengths.tolist() == LENGTHS
-    trainer.advantages(b, {})
+    trainer.advantages(b)
     # distinct advantages per row, so a row read with another row's advantage changes the gradient
     b.advantages = torch.linspace(-1.5, 1.7, len(b))[torch.randperm(len(b), generator=torch.Generator().manual_seed(0))]
     state0 = copy.deepcopy(trainer.model.state_dict())

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import types
 from pathlib import Path
 
 import pytest
@@ -49,9 +48,7 @@ def sampler_logp(model: torch.nn.Module, weights: dict[str, torch.Tensor], b, tr
     """Log-probs of the batch's completions under `weights` (a full forward, no KV cache)."""
     m = copy.deepcopy(model)
     m.load_state_dict(weights)
-    lp, _, _ = score_pass(
-        m, b, micro_batch_size=64, temperature=trainer.cfg.rollout.temperature, autocast=contextlib.nullcontext
-    )
+    lp, _, _ = score_pass(m, b, micro_batch_size=64, sampling=trainer.sampling, autocast=contextlib.nullcontext)
     return lp * b.raw_mask
 
 
@@ -158,6 +155,5 @@ def test_max_staleness_beyond_one_is_refused_naming_the_field_value_and_fix(valu
 def test_staleness_one_refuses_what_it_does_not_support() -> None:
     with pytest.raises(ConfigError, match="rollout.max_staleness=1 is not supported with rollout.engine='vllm'"):
         build_config("grpo", overrides=["rollout.max_staleness=1", "rollout.engine=vllm"])
-    torchrun = types.SimpleNamespace(info=types.SimpleNamespace(world=2))
     with pytest.raises(ConfigError, match=r"not supported under torchrun \(world size 2\)"):
-        OneStepOffPolicy(torchrun)
+        OneStepOffPolicy(None, None, None, seed=0, world=2)  # refused before it reads anything else

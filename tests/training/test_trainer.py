@@ -3,6 +3,7 @@ model learns a toy reward under grpo and dapo, resume continues exactly, reward 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -173,14 +174,12 @@ def test_on_policy_step_reports_sampler_learner_mismatch(tmp_path: Path) -> None
     trainer.engine.generate  # noqa: B018 (the engine object is what we perturb next)
     cfg_temp = trainer.cfg.rollout.temperature
     trainer.cfg.rollout.temperature = cfg_temp  # learner keeps T=1
-    orig = trainer.sampling_params
+    generate = trainer.engine.generate
 
-    def hotter(n=None, temperature=None):  # sample at T=2 while the learner scores at T=1
-        p = orig(n, temperature)
-        p.temperature = 2.0
-        return p
+    def hotter(prompts, params):  # sample at T=2 while the learner scores at T=1
+        return generate(prompts, dataclasses.replace(params, temperature=2.0))
 
-    trainer.sampling_params = hotter
+    trainer.engine.generate = hotter
     m = trainer.train_step().metrics
     assert m["mismatch/abs_diff_mean"] > 0.01  # > 10x the same-temperature mismatch above
 

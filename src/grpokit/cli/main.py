@@ -177,7 +177,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         if done is not None:  # a finished run: said, and left as it is (no claim, no save, no evaluation)
             print(safe_text(done, limit=None))
             return 0
-        require_checkpoint(run_dir)  # one there, and not a model-only one
+        require_checkpoint(run_dir, cfg.train.steps)  # one there, and not a model-only one short of the end
         with stop_at_once(), claimed_run(run_dir, new=False) as end:
             resume = Resume(diffs, repair_logs(run_dir))
             end.message = _end_note(_run_training(cfg, run_dir, args.eval_samples, resume))

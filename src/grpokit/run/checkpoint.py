@@ -9,12 +9,11 @@
         trainer_state/
             state.json                                            step, data position, coefficients, precision, ...
             optimizer.pt                                          optimizer, scheduler, RNG states, `extra` states
-                                                                  (tensors and numbers: read with weights_only)
             critic.safetensors, ref_model.safetensors             other modules a resume needs
+A model-only checkpoint (`model_only` in state.json) has neither of the last two.
 
-So `AutoModelForCausalLM.from_pretrained("runs/x/checkpoints/step_N")`, `grpokit eval --model ...step_N` and
-vLLM load a checkpoint directly (the trainer state lies in a sub-folder, where a `*.safetensors` glob of the
-model directory does not reach).
+So `AutoModelForCausalLM.from_pretrained("runs/x/checkpoints/step_N")`, `grpokit eval --model ...step_N` and vLLM
+load a checkpoint directly (the trainer state lies in a sub-folder a `*.safetensors` glob does not reach).
 
 A checkpoint is written into `checkpoints/.tmp-step_N` and renamed to `checkpoints/step_N` only when complete, so
 a crash mid-write never corrupts the last good checkpoint. Older ones beyond `keep` are removed afterwards.
@@ -22,10 +21,9 @@ A checkpoint is read completely before anything is restored, so an unreadable on
 a bad state.json, a tensor shaped unlike the model's) changes nothing: `load_latest` then moves it aside to
 `step_N.corrupt` and falls back to the previous checkpoint, saying so in one line.
 
-Reading a checkpoint never runs code, since one may come from elsewhere: tensors come from safetensors files,
-`optimizer.pt` is read with `torch.load(weights_only=True)` (tensors and plain data only; a pickle that would
-build any other object is refused with one line, before anything is restored), and the RNG states, there and in
-state.json's per-rank entries, are plain lists of numbers (`grpokit.run.rng`), checked before they are set.
+Reading a checkpoint never runs code: tensors come from safetensors files, `optimizer.pt` is read with
+`torch.load(weights_only=True)` (a pickle that would build anything but tensors and plain data is refused in one
+line), and the RNG states, there and in state.json's per-rank entries, are plain numbers (`grpokit.run.rng`).
 """
 
 from __future__ import annotations
@@ -59,14 +57,15 @@ class CheckpointError(GrpokitError, RuntimeError):
     """A checkpoint that cannot be read."""
 
 
-def rng_state() -> dict[str, Any]:
-    """The RNG states a checkpoint stores: plain lists of numbers (`grpokit.run.rng`), never pickled objects."""
-    return rng.capture()
+class ModelOnlyCheckpoint(CheckpointError):
+    """A whole checkpoint `path` that holds the model only: no run resumes from it (the message says the ways on)."""
 
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    """Set the RNG states read from a checkpoint (older ones stored tensors and numpy arrays: the same numbers)."""
-    rng.restore(rng.plain(state))
+    def __init__(self, path: Path) -> None:
+        super().__init__(
+            f"{path.name} holds the model only (written with train.save_only_model=true, or unset at a finished "
+            f"run's last step): no optimizer state, so no run resumes from it; start a new run from its weights with "
+            f"--model {path}, or keep optimizer state in every checkpoint with train.save_only_model=false"
+        )
 
 
 def save_checkpoint(
@@ -90,7 +89,7 @@ def save_checkpoint(
     (e.g. the critic's optimizer), restored by name. Per-rank state (prompt-stream position, RNG) travels in
     `state` (the trainer gathers it to rank 0 as `state["ranks"]`). `model_only` (TRL's `save_only_model`) writes
     the model and state.json only: no optimizer, scheduler, RNG or other modules, a third of the size of a full
-    checkpoint with AdamW, and a checkpoint no run can resume from."""
+    checkpoint with AdamW, and a checkpoint no run can resume from (`ModelOnlyCheckpoint`)."""
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-step_{step}"
@@ -125,7 +124,7 @@ def _save_trainer_state(path: Path, optimizer: Any, scheduler: Any, extra: dict[
         {
             "optimizer": optimizer.state_dict(),
             "scheduler": scheduler.state_dict(),
-            "rng": rng_state(),
+            "rng": rng.capture(),  # plain lists of numbers (`grpokit.run.rng`), never pickled objects
             "extra": {k: v.state_dict() for k, v in (extra or {}).items()},
         },
         path,
@@ -329,31 +328,31 @@ def load_checkpoint(
     scheduler: Any,
     extra: dict[str, Any] | None = None,
     require: dict[str, type | tuple[type, ...]] | None = None,
+    finished_at: int | None = None,
 ) -> dict[str, Any]:
     """Restore modules, optimizer, scheduler, `extra` state dicts and RNG states from `path`; returns state.json
     (which must hold the keys of `require`, see `read_state`). Everything is read before anything is restored: an
-    unreadable checkpoint raises CheckpointError and leaves the trainer as it was."""
+    unreadable checkpoint raises CheckpointError and leaves the trainer as it was. A model-only checkpoint restores
+    the model alone, and only at step `finished_at` or later (nothing left to train, the final model to write)."""
     state = read_state(path, require)
-    if state.get("model_only"):
-        raise CheckpointError(
-            f"{path.name} was written with train.save_only_model=true: it holds the model but no optimizer state, so "
-            f"no run resumes from it; start a new run from its weights with --model {path}"
-        )
+    only = bool(state.get("model_only"))
+    if only and (finished_at is None or state["step"] < finished_at):
+        raise ModelOnlyCheckpoint(path)
+    modules = {"model": modules["model"]} if only else modules
     weights = _read_weights(path, modules)
-    legacy = not (path / STATE_DIR).is_dir()
-    ts = read_trainer_state(path, path / "trainer_state.pt" if legacy else path / STATE_DIR / "optimizer.pt")
-    missing = [name for name in (extra or {}) if name not in ts["extra"]]
-    if missing:
+    ts_path = path / STATE_DIR / "optimizer.pt" if (path / STATE_DIR).is_dir() else path / "trainer_state.pt"
+    ts = None if only else read_trainer_state(path, ts_path)
+    if ts is not None and (missing := [name for name in (extra or {}) if name not in ts["extra"]]):
         raise CheckpointError(f"checkpoint {path} has no state for {missing[0]!r}")
-    for name, mod in modules.items():
-        _check_shapes(path, name, mod, weights[name])
-    for name, mod in modules.items():
-        _apply_weights(path, name, mod, weights[name])
-    optimizer.load_state_dict(ts["optimizer"])
-    scheduler.load_state_dict(ts["scheduler"])
-    for name, obj in (extra or {}).items():
-        obj.load_state_dict(ts["extra"][name])
-    set_rng_state(ts["rng"])
+    for apply in (_check_shapes, _apply_weights):  # every shape checked before any weight is set
+        for name, mod in modules.items():
+            apply(path, name, mod, weights[name])
+    if ts is not None:
+        optimizer.load_state_dict(ts["optimizer"])
+        scheduler.load_state_dict(ts["scheduler"])
+        for name, obj in (extra or {}).items():
+            obj.load_state_dict(ts["extra"][name])
+        rng.restore(rng.plain(ts["rng"]))  # older checkpoints stored tensors and numpy arrays: the same numbers
     return state
 
 
@@ -368,6 +367,8 @@ def load_latest(
     for path in reversed(list_checkpoints(run_dir)):
         try:
             state = load_checkpoint(path, **kwargs)
+        except ModelOnlyCheckpoint:  # whole, not unreadable: said as it is, never moved aside
+            raise
         except CheckpointError as e:
             bad.append((path, str(e)))
             continue

@@ -1,21 +1,23 @@
-"""Autopilot (opt-in, `--autopilot`): when a detector fires, apply its recommended config change within the
-bounds the user set, and log every intervention with its reason and the metrics before and after.
+"""Autopilot (opt-in, `--autopilot`): when a detector fires, propose its recommended config change within the bounds
+the user set, and log every intervention with its reason and the metrics before and after.
 
 Actions are config edits (`key=value`, `key+=delta`, `key*=factor`) on keys of the run config, so each one is
-reversible by config: rerun with `--set key=<before>`. Runtime state that mirrors a key (learning rate,
-entropy-bonus and KL coefficients) is updated with it.
+reversible by config: rerun with `--set key=<before>`. The autopilot changes nothing itself: it returns each
+change as a `Change` (key, value), and the trainer applies them in one place (`Trainer.apply_changes`), which also
+refreshes every runtime mirror of the key (learning rate, entropy-bonus and KL coefficients, the KL controller) and
+the detectors' context.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from .. import metric_names as mn
-from ..algos.kl import AdaptiveKLController
-from ..config import ConfigError, set_key
+from ..config import Config, ConfigError, set_key
 from ..monitor.detectors import Alert
 
 ACTION_RE = re.compile(r"^(?P<key>[\w.]+)(?P<op>\+=|\*=|=)(?P<value>.+)$")
@@ -33,18 +35,29 @@ class Bounds:
     followup_steps: int = 5
 
 
-class Autopilot:
-    """Applies alert actions to a live Trainer."""
+@dataclass(frozen=True)
+class Change:
+    """One config change: `key` (`section.name`) takes `value` (checked and typed as the config holds it); `before`
+    is what it held."""
 
-    def __init__(self, trainer: Any, bounds: Bounds | None = None) -> None:
-        self.trainer = trainer
+    key: str
+    value: Any
+    before: Any = None
+
+
+def _get(cfg: Config, key: str) -> Any:
+    section, name = key.split(".")
+    return getattr(getattr(cfg, section), name)
+
+
+class Autopilot:
+    """Turns alert actions into bounded config changes for the run whose config is `cfg` (read, never written)."""
+
+    def __init__(self, cfg: Config, bounds: Bounds | None = None) -> None:
+        self.cfg = cfg
         self.bounds = bounds or Bounds()
         self.log: list[dict[str, Any]] = []
         self.pending: list[dict[str, Any]] = []
-
-    def _get(self, key: str) -> Any:
-        section, name = key.split(".")
-        return getattr(getattr(self.trainer.cfg, section), name)
 
     def _bounded(self, key: str, value: Any) -> Any:
         b = self.bounds
@@ -55,91 +68,79 @@ class Autopilot:
         }
         return limits.get(key, lambda v: v)(value)
 
-    def _sync_runtime(self, key: str, value: Any) -> None:
-        t = self.trainer
-        if key == "train.lr":
-            for g in t.optimizer.param_groups[:1]:
-                g["lr"] = value
-            t.scheduler.base_lrs[0] = value
-        elif key == "algo.entropy_coef":
-            t.ent_coef.value = value
-        elif key == "algo.kl_coef":
-            t.kl_ctl.value = value
-        elif key == "algo.kl_controller" and value == "adaptive":
-            a = t.cfg.algo
-            t.kl_ctl = AdaptiveKLController(t.kl_ctl.value, a.kl_target, a.kl_horizon)
-
-    def apply(self, action: str) -> tuple[Any, Any] | None:
-        """Apply one action; returns (before, after) or None if it changes nothing or is out of bounds."""
+    def change(self, action: str, cfg: Config | None = None) -> Change | None:
+        """The change `action` makes to `cfg` (default: the run's), bounded; None when it changes nothing, is out of
+        bounds or is not a valid value. `cfg` is not changed."""
         m = ACTION_RE.match(action.replace(" ", ""))
         if not m:
             return None
+        cfg = cfg or self.cfg
         key, op, raw = m["key"], m["op"], m["value"]
-        before = self._get(key)
+        before = _get(cfg, key)
         if op == "=":
             value: Any = raw
         else:
-            base = float(
-                before if before is not None else (self.trainer.cfg.algo.eps_low if key == "algo.eps_high" else 0.0)
-            )
-            value = base + float(raw) if op == "+=" else base * float(raw)
-            value = self._bounded(key, value)
+            base = float(before if before is not None else (cfg.algo.eps_low if key == "algo.eps_high" else 0.0))
+            value = self._bounded(key, base + float(raw) if op == "+=" else base * float(raw))
+        trial = copy.deepcopy(cfg)
         try:
-            set_key(self.trainer.cfg, key, value)
+            set_key(trial, key, value)  # checked and typed as the config would hold it
         except ConfigError:
             return None
-        after = self._get(key)
-        if after == before:
-            return None
-        self._sync_runtime(key, after)
-        return before, after
+        after = _get(trial, key)
+        return None if after == before else Change(key, after, before)
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps: the interventions made (they count against the budget) and pending follow-ups."""
         return {"log": list(self.log), "pending": list(self.pending)}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore after `--resume`: re-apply every intervention's config change (config.yaml holds the values the
-        run started with) and the runtime state that mirrors a key but is not in the checkpoint."""
+    def load_state_dict(self, state: dict[str, Any]) -> list[Change]:
+        """Restore after `--resume`; returns every intervention's change, for the trainer to apply again
+        (config.yaml holds the values the run started with)."""
         self.log = list(state.get("log", []))
         self.pending = list(state.get("pending", []))
+        changes = []
         for row in self.log:
             m = ACTION_RE.match(str(row.get("action", "")).replace(" ", ""))
-            if m is None:
-                continue
-            key = m["key"]
-            set_key(self.trainer.cfg, key, row["after"])
-            if key == "algo.kl_controller":  # the coefficients themselves are restored from the checkpoint
-                self._sync_runtime(key, row["after"])
+            if m is not None:
+                changes.append(Change(m["key"], row["after"], row.get("before")))
+        return changes
 
-    def react(self, step: int, alerts: list[Alert], metrics: dict[str, Any]) -> list[dict[str, Any]]:
-        """Apply the actions of newly fired alerts; complete follow-ups that are due. Returns new log rows."""
-        rows = []
+    def react(
+        self, step: int, alerts: list[Alert], metrics: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], list[Change]]:
+        """The actions of newly fired alerts as changes (each seeing the ones before it), and the follow-ups that are
+        due. Returns (new log rows, changes to apply)."""
+        rows: list[dict[str, Any]] = []
+        changes: list[Change] = []
         for p in [p for p in self.pending if step >= p["step"] + self.bounds.followup_steps]:
             p["metrics_after"] = {k: metrics.get(k) for k in FOLLOWUP_KEYS if k in metrics}
             p["after_step"] = step
             rows.append(dict(p, kind="followup"))
             self.pending.remove(p)
+        trial = copy.deepcopy(self.cfg)
         for alert in alerts:
             for action in alert.actions:
                 if len(self.log) >= self.bounds.max_interventions:
                     break
-                change = self.apply(action)
+                change = self.change(action, trial)
                 if change is None:
                     continue
+                set_key(trial, change.key, change.value)
+                changes.append(change)
                 row = {
                     "kind": "intervention",
                     "step": step,
                     "reason": f"{alert.mode}: {alert.message}",
                     "action": action,
-                    "before": change[0],
-                    "after": change[1],
+                    "before": change.before,
+                    "after": change.value,
                     "metrics_before": {k: metrics.get(k) for k in FOLLOWUP_KEYS if k in metrics},
                 }
                 self.log.append(row)
                 self.pending.append(row)
                 rows.append(row)
-        return rows
+        return rows, changes
 
 
 def write_rows(path: Any, rows: list[dict[str, Any]]) -> None:

@@ -1,39 +1,40 @@
-"""A run's checkpoints: what is saved (modules, optimizers, controller values, data position, autopilot state, and
-under torchrun each rank's prompt position and RNG), how it is restored (the newest readable checkpoint, chosen by
-rank 0 and loaded by every rank), and the final model. Functions of a `Trainer`.
+"""A run's checkpoints: what is saved, how it is restored, and the final model.
 
-A checkpoint also records how long each log was when it was written (`log_sizes`, bytes); a restore cuts the logs
-back to exactly that, so whatever a killed process logged after its checkpoint (the rest of a step, the final
-evaluation row) is dropped, and the resumed run writes the same rows as a run that was never killed. Checkpoints
-written before `log_sizes` existed fall back to dropping the rows of later steps."""
+A checkpoint is two typed values the trainer hands over, never the trainer itself:
+
+- `Stateful`: what has a state dict (the policy and the other modules, the optimizer, the schedule, the critic's
+  optimizer), written as weights and `trainer_state/optimizer.pt`, read back in place;
+- `RunRecord`: the run's own numbers (step, prompt-stream position, group counter, KL and entropy coefficients,
+  precision, log sizes, autopilot state; under torchrun each rank's position and RNG), written as state.json and
+  returned by `restore` for the trainer to apply.
+
+How much is written: `train.save_only_model=true` writes the model only (no run resumes from it), `false` every
+state; unset (the default), every checkpoint holds what a resume needs except the one of a finished run's last
+step, which holds the model only: a finished run has nothing left to train (`--resume` says so), and its optimizer
+state (AdamW: twice the model) is what made a 2-step trial of the embedded model 1.6 GB instead of 0.54 GB.
+
+A checkpoint records how long each log was when it was written (`log_sizes`, bytes); a restore cuts the logs back
+to exactly that, so whatever a killed process logged after its checkpoint is dropped, and the resumed run writes the
+same rows as a run never killed. Checkpoints written before `log_sizes` existed fall back to dropping the rows of
+later steps. Under torchrun rank 0 picks the newest readable checkpoint and every rank loads it."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..common import faults
-from ..parallel.distributed import all_gather_objects, barrier, broadcast_object
+from ..parallel.distributed import DistInfo, all_gather_objects, barrier, broadcast_object
 from ..run import rng
 from ..run.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, load_latest, save_checkpoint
 from ..run.model_dir import is_peft, link_model_dir, replace_dir, save_model_dir
+from ..run.writer import RunWriter
 from .autopilot import truncate_rows_after
-
-
-def modules(t: Any) -> dict[str, torch.nn.Module]:
-    mods: dict[str, torch.nn.Module] = {"model": t.model}
-    if t.critic is not None:
-        mods["critic"] = t.critic
-    mods.update(t.reference.checkpoint_modules())
-    return mods
-
-
-def extra_state(t: Any) -> dict[str, Any]:
-    return {"critic_optimizer": t.critic_opt} if t.critic_opt is not None else {}
-
 
 # what `restore` reads from a checkpoint's state.json, with the types it must have
 STATE_FIELDS: dict[str, type | tuple[type, ...]] = {
@@ -44,42 +45,58 @@ STATE_FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 
 
-def save(t: Any) -> Path:
-    state = {
-        "data_position": t.stream.position,
-        "group_counter": t.group_counter,
-        "kl_coef": t.kl_ctl.value,
-        "entropy_coef": t.ent_coef.value,
-        "precision": t.precision.name,
-    }
-    if t.log is not None:
-        state["log_sizes"] = t.log.sizes()
-    if t.autopilot is not None:
-        state["autopilot"] = t.autopilot.state_dict()
-    optimizer = _Saved(t.sharding.optimizer_state(t.optimizer).state_dict())  # FSDP2: gathered on every rank
-    if t.info.world > 1:  # each rank's own prompt position and RNG, written by rank 0
-        state["ranks"] = all_gather_objects(rank_state(t), t.info)
-        if not t.info.is_main:
-            barrier(t.info)
-            return t.run_dir / "checkpoints" / f"step_{t.step}"
-    path = save_checkpoint(
-        t.run_dir,
-        t.step,
-        modules=modules(t),
-        optimizer=optimizer,
-        scheduler=t.scheduler,
-        state=state,
-        keep=t.cfg.train.save_total_limit,
-        extra=extra_state(t),
-        tokenizer=t.tokenizer,
-        save_merged=t.cfg.train.save_merged,
-        model_only=t.cfg.train.save_only_model,
-    )
-    barrier(t.info)
-    return path
+@dataclass
+class RunRecord:
+    """The numbers of a run a checkpoint's state.json holds (module docstring)."""
+
+    step: int
+    data_position: int
+    group_counter: int
+    kl_coef: float
+    entropy_coef: float
+    precision: str | None = None
+    log_sizes: dict[str, int] | None = None
+    autopilot: dict[str, Any] | None = None
+    ranks: list[dict[str, Any]] | None = None  # torchrun: each rank's position, group counter and RNG
+
+    def to_json(self) -> dict[str, Any]:
+        """state.json's fields (the step is written by `save_checkpoint`); unset ones left out."""
+        out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+        out.pop("step")
+        return out
+
+    @classmethod
+    def from_json(cls, st: dict[str, Any]) -> RunRecord:
+        """A state.json read by `read_state` (the `STATE_FIELDS` checked); fields it does not know are ignored."""
+        return cls(
+            step=int(st["step"]),
+            data_position=int(st["data_position"]),
+            group_counter=int(st["group_counter"]),
+            kl_coef=float(st["kl_coef"]),
+            entropy_coef=float(st["entropy_coef"]),
+            precision=st.get("precision"),
+            log_sizes=st.get("log_sizes"),
+            autopilot=st.get("autopilot") or None,
+            ranks=st.get("ranks") or None,
+        )
 
 
-class _Saved:
+@dataclass
+class Stateful:
+    """What a checkpoint writes and restores in place: modules by name ("model" is the policy, a Hugging Face
+    directory), the policy's optimizer (its state as `Sharding.optimizer_state` gives it), the schedule, and further
+    objects with state dicts by name (the critic's optimizer)."""
+
+    modules: dict[str, torch.nn.Module]
+    optimizer: Any
+    scheduler: Any
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def parts(self) -> dict[str, Any]:
+        return {"modules": self.modules, "optimizer": self.optimizer, "scheduler": self.scheduler, "extra": self.extra}
+
+
+class _Taken:
     """A state dict taken once (collectively, on every rank) for the rank that writes the checkpoint."""
 
     def __init__(self, sd: dict[str, Any]) -> None:
@@ -89,82 +106,112 @@ class _Saved:
         return self.sd
 
 
-def rank_state(t: Any) -> dict[str, Any]:
-    return {
-        "data_position": t.stream.position,
-        "group_counter": t.group_counter,
-        "rng": rng.capture(),  # plain numbers: reading a checkpoint back never unpickles anything
-    }
+def model_only(save_only_model: bool | None, finished: bool) -> bool:
+    """Whether a checkpoint holds the model only: `train.save_only_model` when set, else only a finished run's."""
+    return finished if save_only_model is None else bool(save_only_model)
 
 
-def restore_rank(t: Any, st: dict[str, Any]) -> None:
-    """Under torchrun: this rank's own position and RNG; the world size must be the one that wrote it."""
-    ranks = st.get("ranks") or []
-    if len(ranks) != t.info.world:
-        raise CheckpointError(
-            f"checkpoint step {st['step']} was written by {max(len(ranks), 1)} process(es), this run has "
-            f"{t.info.world}: resume with the same --nproc-per-node"
-        )
-    mine = ranks[t.info.rank]
-    t.stream.position = int(mine["data_position"])
-    t.group_counter = int(mine["group_counter"])
-    try:
-        rng.restore(mine["rng"])  # checked when the checkpoint was read; a state.json edited since is refused here
-    except ValueError as e:
-        raise CheckpointError(f"checkpoint step {st['step']}: rank {t.info.rank}: {e}") from e
+def save(
+    run_dir: Path,
+    record: RunRecord,
+    state: Stateful,
+    *,
+    info: DistInfo,
+    train: Any,
+    tokenizer: Any,
+    finished: bool = False,
+) -> Path:
+    """Checkpoint `record.step` (`finished`: the run's last, see `model_only`); under torchrun every rank calls it,
+    rank 0 writes. `train` is the run's TrainConfig (how many to keep, merged LoRA copy, model only)."""
+    if info.world > 1:  # each rank's own prompt position and RNG, written by rank 0
+        mine = {"data_position": record.data_position, "group_counter": record.group_counter, "rng": rng.capture()}
+        record.ranks = all_gather_objects(mine, info)
+    optimizer = _Taken(state.optimizer.state_dict())  # FSDP2: gathered on every rank
+    if not info.is_main:
+        barrier(info)
+        return run_dir / "checkpoints" / f"step_{record.step}"
+    path = save_checkpoint(
+        run_dir,
+        record.step,
+        modules=state.modules,
+        optimizer=optimizer,
+        scheduler=state.scheduler,
+        state=record.to_json(),
+        keep=train.save_total_limit,
+        extra=state.extra,
+        tokenizer=tokenizer,
+        save_merged=train.save_merged,
+        model_only=model_only(train.save_only_model, finished),
+    )
+    barrier(info)
+    return path
 
 
-def restore(t: Any, path: Path | None = None) -> int:
+def restore(
+    run_dir: Path, state: Stateful, info: DistInfo, *, steps: int, path: Path | None = None
+) -> RunRecord | None:
     """Load checkpoint `path`, or the newest readable one (an unreadable newer one is moved aside, said in one
-    line); returns its step, 0 when there is none."""
-    parts = {"modules": modules(t), "optimizer": t.sharding.optimizer_state(t.optimizer), "scheduler": t.scheduler}
-    parts["extra"] = extra_state(t)
-    parts["require"] = STATE_FIELDS
-    if path is None and t.info.world > 1:  # rank 0 picks (and moves aside a corrupt one); all load that
-        found = load_latest(t.run_dir, **parts) if t.info.is_main else None
-        path = broadcast_object(found[0] if found else None, t.info)
+    line), into `state`; returns its record (this rank's position and RNG restored under torchrun), None when there
+    is no checkpoint. A model-only checkpoint loads only at `steps` (train.steps) or later: the model alone."""
+    parts = {**state.parts(), "require": STATE_FIELDS, "finished_at": steps}
+    if path is None and info.world > 1:  # rank 0 picks (and moves aside a corrupt one); all load that
+        found = load_latest(run_dir, **parts) if info.is_main else None
+        path = broadcast_object(found[0] if found else None, info)
         if path is None:
-            return 0
+            return None
         st = found[1] if found else load_checkpoint(path, **parts)
     elif path is not None:
         st = load_checkpoint(path, **parts)
     else:
-        found = load_latest(t.run_dir, **parts)
+        found = load_latest(run_dir, **parts)
         if found is None:
-            return 0
+            return None
         path, st = found
-    t.step = int(st["step"])
-    t.stream.position = int(st["data_position"])
-    t.group_counter = int(st["group_counter"])
-    t.kl_ctl.value = float(st["kl_coef"])
-    t.ent_coef.value = float(st["entropy_coef"])
-    if t.info.world > 1 or st.get("ranks"):
-        restore_rank(t, st)
-    if t.autopilot is not None and st.get("autopilot"):
-        # the interventions made before the checkpoint stay in force, and count against the budget
-        t.autopilot.load_state_dict(st["autopilot"])
-    t.sharding.after_restore()  # FSDP2: the sharded learner takes the restored weights
-    t.engine.sync_weights(t.model)
-    if t.log is not None:
-        t.log.truncate_after(t.step, st.get("log_sizes"))
-        if not t.log.cut_to_size(t.run_dir / "interventions.jsonl", st.get("log_sizes")):
-            truncate_rows_after(t.run_dir / "interventions.jsonl", t.step)
-    return t.step
+    record = RunRecord.from_json(st)
+    if info.world > 1 or record.ranks:
+        _restore_rank(record, info)
+    return record
 
 
-def save_final(t: Any) -> Path:
+def _restore_rank(record: RunRecord, info: DistInfo) -> None:
+    """Under torchrun: this rank's own position and RNG into `record`; the world size must be the one that wrote it."""
+    ranks = record.ranks or []
+    if len(ranks) != info.world:
+        raise CheckpointError(
+            f"checkpoint step {record.step} was written by {max(len(ranks), 1)} process(es), this run has "
+            f"{info.world}: resume with the same --nproc-per-node"
+        )
+    mine = ranks[info.rank]
+    record.data_position = int(mine["data_position"])
+    record.group_counter = int(mine["group_counter"])
+    try:
+        rng.restore(mine["rng"])  # checked when the checkpoint was read; a state.json edited since is refused here
+    except ValueError as e:
+        raise CheckpointError(f"checkpoint step {record.step}: rank {info.rank}: {e}") from e
+
+
+def cut_logs(log: RunWriter | None, run_dir: Path, record: RunRecord) -> None:
+    """The run's logs cut back to what they held when the checkpoint was written (module docstring)."""
+    if log is None:
+        return
+    log.truncate_after(record.step, record.log_sizes)
+    if not log.cut_to_size(run_dir / "interventions.jsonl", record.log_sizes):
+        truncate_rows_after(run_dir / "interventions.jsonl", record.step)
+
+
+def save_final(run_dir: Path, model: torch.nn.Module, tokenizer: Any, step: int, info: DistInfo) -> Path:
     """The final model in `final/`: hard links to the last checkpoint's model files when that checkpoint is of this
     step (the same weights, stored once), else written; a LoRA run's final model is merged. Built beside and put in
     place whole, so a kill mid-write leaves the previous `final/` or none, never a half model."""
-    out = t.run_dir / "final"
-    if t.info.is_main:
-        tmp = t.run_dir / ".tmp-final"
+    out = run_dir / "final"
+    if info.is_main:
+        tmp = run_dir / ".tmp-final"
         shutil.rmtree(tmp, ignore_errors=True)
-        last = latest_checkpoint(t.run_dir)
-        same = last is not None and last.name == f"step_{t.step}" and not is_peft(t.model)
+        last = latest_checkpoint(run_dir)
+        same = last is not None and last.name == f"step_{step}" and not is_peft(model)
         if not (same and link_model_dir(last, tmp)):
-            save_model_dir(t.model, t.tokenizer, tmp, merged=True)
+            save_model_dir(model, tokenizer, tmp, merged=True)
         replace_dir(tmp, out)
         faults.point("final_saved")
-    barrier(t.info)
+    barrier(info)
     return out

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from .. import metric_names as mn
 from ..run.checkpoint import latest_checkpoint
 from . import interrupts
+
+if TYPE_CHECKING:  # the loop hands its trainer over; the guard never imports the training machinery itself
+    from .trainer import Trainer
 
 LEARNED_MODES = ("convergence", "converged / saturated")  # alert modes that mean the task is learned, not a failure
 
@@ -49,7 +52,7 @@ def _vocab_size(model: Any) -> int | None:
 class RunGuard:
     """Divergence and signal checks of one `fit` call."""
 
-    def __init__(self, trainer: Any) -> None:
+    def __init__(self, trainer: Trainer) -> None:
         self.trainer = trainer
         ctx = trainer.monitor_context  # shared by every detector
         vocab = _vocab_size(trainer.model)

@@ -11,7 +11,6 @@ from typing import Any
 from ..models import precision_reason
 from ..rewards.sandbox_report import sandbox_line
 from .autopilot import write_rows
-from .detector_context import monitor_context
 from .guard import RunGuard
 from .trainer import StepResult, Trainer
 
@@ -72,12 +71,12 @@ def _fit(trainer: Trainer, display: Any, *, eval_before: bool, eval_samples: int
         _autopilot_react(trainer, display, new_alerts, metrics)
         guard.after_step(new_alerts)  # a divergence stops here, before a checkpoint of the dead model
         if cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0:
-            _save(trainer, display)
+            _save(trainer, display, finished=trainer.step >= cfg.train.steps)
         guard.after_save()  # a SIGINT/SIGTERM during the step: checkpoint it and stop
         if _stop_when_learned(trainer, guard, display, summary):
             break
     if not (cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0):
-        _save(trainer, display)
+        _save(trainer, display, finished=True)  # every step done, or stopped as learned
     summary["eval_after"] = _evaluate(trainer, display, eval_samples)
     summary["final_model"] = str(_save(trainer, display, final=True))
     return summary
@@ -95,12 +94,13 @@ def _evaluate(trainer: Trainer, display: Any, eval_samples: int, *, before: bool
     return ev
 
 
-def _save(trainer: Trainer, display: Any, *, final: bool = False) -> Path:
-    """A checkpoint of this step (or, `final`, the final model), reported to the display with its time."""
+def _save(trainer: Trainer, display: Any, *, final: bool = False, finished: bool = False) -> Path:
+    """A checkpoint of this step (or, `final`, the final model), reported to the display with its time; `finished`:
+    the run's last step (its checkpoint holds the model only unless train.save_only_model=false)."""
     if display:
         display.phase("save final model" if final else "checkpoint")
     t0 = time.perf_counter()
-    path = trainer.save_final() if final else trainer.save()
+    path = trainer.save_final() if final else trainer.save(finished=finished)
     if display:
         display.checkpoint(trainer.step, path, time.perf_counter() - t0, final=final)
     return path
@@ -179,9 +179,8 @@ def run_info(trainer: Trainer, sandbox: dict[str, str] | None = None) -> dict[st
 def _autopilot_react(trainer: Trainer, display: Any, alerts: list[Any], metrics: dict[str, Any]) -> None:
     if trainer.autopilot is None:
         return
-    rows = trainer.autopilot.react(trainer.step, alerts, metrics)
-    if rows:
-        trainer.monitor_context.update(monitor_context(trainer.cfg))  # detectors see the fixes now in force
+    rows, changes = trainer.autopilot.react(trainer.step, alerts, metrics)
+    trainer.apply_changes(changes)  # the config, its runtime mirrors and the detectors' context
     if rows and trainer.log is not None:
         write_rows(trainer.run_dir / "interventions.jsonl", rows)
     for r in rows:

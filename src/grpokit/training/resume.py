@@ -22,10 +22,13 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Config, ConfigError, config_from_dict, parse_override, read_yaml, resolve_config, set_key
-from ..run.checkpoint import latest_checkpoint
+from ..run.checkpoint import CheckpointError, ModelOnlyCheckpoint, latest_checkpoint, read_state
+
+if TYPE_CHECKING:  # typed only: `grpokit train --resume` reads configs before it imports torch
+    from .trainer import Trainer
 
 # keys a resumed run may change: they alter neither the weights' meaning nor the data or the algorithm
 SAFE_KEYS = frozenset(
@@ -131,13 +134,21 @@ def refuse_symlinks(run_dir: Path) -> None:
                 )
 
 
-def require_checkpoint(run_dir: Path) -> Path:
+def require_checkpoint(run_dir: Path, steps: int) -> Path:
+    """The newest checkpoint, which a resume loads; ResumeError when there is none, or when it holds the model only
+    (`grpokit.run.checkpoint.ModelOnlyCheckpoint`) and is short of `steps`, said before the run is claimed."""
     path = latest_checkpoint(run_dir)
     if path is None:
         raise ResumeError(
             f"--resume {run_dir}: no checkpoint in {run_dir / 'checkpoints'} (the run stopped before its first one); "
             "nothing to resume: start the run again without --resume (a new directory)"
         )
+    try:
+        state = read_state(path)
+    except CheckpointError:  # unreadable: the restore moves it aside and says so
+        return path
+    if state.get("model_only") and state["step"] < steps:
+        raise ResumeError(f"--resume {run_dir}: {ModelOnlyCheckpoint(path)}")
     return path
 
 
@@ -176,7 +187,7 @@ def repair_logs(run_dir: Path) -> list[str]:
     return notes
 
 
-def apply_runtime_overrides(trainer: Any, diffs: list[str]) -> None:
+def apply_runtime_overrides(trainer: Trainer, diffs: list[str]) -> None:
     """A changed train.lr reaches the restored optimizer (its state dict holds the old rate)."""
     if not any(d.startswith("train.lr:") for d in diffs):
         return
@@ -188,7 +199,7 @@ def apply_runtime_overrides(trainer: Any, diffs: list[str]) -> None:
         group["lr"] = lr * factor
 
 
-def replay_monitor(trainer: Any) -> int:
+def replay_monitor(trainer: Trainer) -> int:
     """Feed the logged training rows up to the checkpoint to the detectors (alerts already in alerts.jsonl are
     not written again); returns the rows replayed."""
     from .detector_context import monitor_context
@@ -206,7 +217,7 @@ def replay_monitor(trainer: Any) -> int:
     return n
 
 
-def restore(trainer: Any, diffs: list[str], notes: list[str], display: Any) -> int:
+def restore(trainer: Trainer, diffs: list[str], notes: list[str], display: Any) -> int:
     """Restore the trainer from its latest checkpoint, then overrides and the monitor; print what changed."""
     for line in notes:
         display.message(f"resume: {line}")

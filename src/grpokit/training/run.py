@@ -23,6 +23,7 @@ from typing import Any
 
 from ..config import Config
 from ..run.checkpoint import CheckpointError, latest_checkpoint, read_state, recorded_precision
+from ..run.outcome import read_outcome
 from .interrupts import handle_signals
 from .loop import fit
 from .resume import restore
@@ -40,10 +41,11 @@ class Resume:
 
 
 def nothing_left(run_dir: Path, steps: int) -> str | None:
-    """The line to say, instead of training, when the run's newest checkpoint is already at `steps` (a finished
-    run resumed without a larger `--steps`); None when there are steps left to train."""
+    """The line to say, instead of training, when the run completed (its outcome recorded) and its newest checkpoint
+    is already at `steps` (a finished run resumed without a larger `--steps`); None when there is something to do,
+    also a run killed after its last step but before its final model was written."""
     path = latest_checkpoint(Path(run_dir))
-    if path is None:
+    if path is None or (read_outcome(Path(run_dir)) or {}).get("status") != "completed":
         return None
     try:
         step = int(read_state(path)["step"])

@@ -2,6 +2,9 @@
 
     rollout -> scoring -> filter -> advantage -> update -> signals
 
+Each phase gets what it uses, never the trainer: the batch source a `sample_round` callable and a group filter
+factory, the phases the one sampling-settings value (`self.sampling`, built once), a step's `Timer` times the calls.
+
 The session (model, engine, rewards, data) comes from `grpokit.training.session`; the trainer adds what learning needs:
 optimizer and schedule, reference policy and KL placement (registered strategies), KL and entropy
 coefficients, the critic with its own optimizer, the run log, detectors and checkpoints. Rank and world size
@@ -12,6 +15,7 @@ flow through (denominators are all-reduced across ranks), so multi-process runs 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 import types
 from dataclasses import dataclass, field
@@ -22,40 +26,41 @@ import torch
 
 from .. import algos
 from .. import metric_names as mn
-from ..algos.group_filter import GROUP_FILTERS
+from ..algos.group_filter import GROUP_FILTERS, GroupFilter
 from ..algos.kl_placement import make_placement
 from ..algos.reference import make_reference
 from ..algos.schedules import lr_lambda
-from ..config import Config, ConfigError
+from ..config import Config, ConfigError, set_key
 from ..models import load_model_and_tokenizer
 from ..monitor.detectors import Monitor
 from ..monitor.readers.episodes import episode_examples
 from ..parallel.distributed import DistInfo, global_metrics, local_prompt_count
 from ..parallel.sharding import make_sharding
-from ..rewards import RewardResult
-from ..rollout import RolloutOutput
+from ..rollout import RolloutEngine
 from ..run.writer import RunWriter
-from . import checkpointing as run_state
-from .autopilot import Autopilot, Bounds
+from . import checkpointing
+from .autopilot import Autopilot, Bounds, Change
 from .batch import Batch
 from .critic import CriticOptimizer, build_critic
 from .detector_context import monitor_context
 from .evaluation import evaluate
-from .phases.advantage import advantage_metrics, prepare, score_pass
-from .phases.batch_source import in_sampler_thread, make_batch_source
+from .phases.advantage import advantage_metrics, policy_view, prepare, scorers
+from .phases.batch_source import Round, SampleRound, in_sampler_thread, make_batch_source
 from .phases.rollout import PromptStream, sample_groups
 from .phases.scoring import score_rollout
-from .phases.signals import step_signals
+from .phases.signals import step_signals, timing_metrics
 from .phases.update import TrainState, run_update
 from .phases.value_pretrain import pretrain_critic
 from .session import Session, open_session
+from .timer import Timer
 
 
-def make_kl_controller(algo: Any) -> Any:
-    """The registered KL controller; its fields other than `value` come from `algo.kl_<field>` (docs/math.md §2)."""
+def make_kl_controller(algo: Any, value: float | None = None) -> Any:
+    """The registered KL controller, starting at `value` (default `algo.kl_coef`); its other fields come from
+    `algo.kl_<field>` (docs/math.md §2)."""
     cls = algos.KL_CONTROLLERS[algo.kl_controller]
     extra = {f.name: getattr(algo, f"kl_{f.name}") for f in dataclasses.fields(cls) if f.name != "value"}
-    return cls(algo.kl_coef, **extra)
+    return cls(algo.kl_coef if value is None else value, **extra)
 
 
 @dataclass
@@ -113,8 +118,11 @@ class Trainer:
                 t.autopilot_min_lr,
                 t.autopilot_max_interventions,
             )
-            self.autopilot = Autopilot(self, bounds)
-        self.batches = make_batch_source(self)  # rollout.max_staleness: sampled now, or during the last update
+            self.autopilot = Autopilot(cfg, bounds)
+        self.sampling = self.session.sampling_params()  # the sampler's settings, which the learner's log-probs apply
+        # rollout.max_staleness: sampled now, or during the last update (phases/batch_source.py)
+        args = (self.sample_with, self.sync_engine, self.session, cfg.train.seed + 1, self.info.world)
+        self.batches = make_batch_source(cfg.rollout.max_staleness, *args)
 
     # ------------------------------------------------------------------------------------------ session views
 
@@ -125,9 +133,6 @@ class Trainer:
     device = property(lambda self: self.session.device)
     train_examples = property(lambda self: self.session.data.train)
     prompt_tokens = property(lambda self: self.session.data.train_tokens)
-    eval_examples = property(lambda self: self.session.data.held_out)
-    eval_tokens = property(lambda self: self.session.data.held_out_tokens)
-    ref_model = property(lambda self: self.reference.model)
 
     @property
     def precision(self) -> Any:
@@ -136,9 +141,6 @@ class Trainer:
     @precision.setter
     def precision(self, value: Any) -> None:
         self.session.precision = value
-
-    def sampling_params(self, n: int | None = None, temperature: float | None = None) -> Any:
-        return self.session.sampling_params(n, temperature)
 
     def _autocast(self) -> Any:
         return self.session.autocast()
@@ -178,7 +180,7 @@ class Trainer:
             scheduler=self.scheduler,
             algo=self.cfg.algo,
             train=self.cfg.train,
-            temperature=self.cfg.rollout.temperature,
+            sampling=self.sampling,
             autocast=self._autocast,
             reference=self.reference,
             critic=self.critic,
@@ -186,151 +188,142 @@ class Trainer:
             info=self.info,
             on_phase=self.on_phase,
             sharding=self.sharding,
-            top_k=self.cfg.rollout.top_k,
-            top_p=self.cfg.rollout.top_p,
         )
 
     # -------------------------------------------------------------------------------------------- phases
 
-    def rollout(self, prompts: int, timings: dict[str, float], engine: Any = None) -> tuple[RolloutOutput, list[int]]:
-        """Rollout phase: `prompts` fresh prompts from the seeded stream, G responses each (by `engine`: the
-        learner's own when None)."""
+    def sample_with(self, engine: RolloutEngine) -> SampleRound:
+        """The run's `sample_round` with `engine` (the learner's own, or the sampler copy of max_staleness=1)."""
+        return functools.partial(self.sample_round, engine)
+
+    def sample_round(self, engine: RolloutEngine, prompts: int, timer: Timer) -> Round:
+        """Rollout and scoring of one round: `prompts` fresh prompts from the seeded stream, G responses each by
+        `engine` (`grpokit.rollout`), their rewards (`grpokit.rewards`) and shaping, as a Batch with fresh group ids."""
         idx = self.stream.take(prompts)
         self._phase("generate")
-        return sample_groups(engine or self.engine, self.prompt_tokens, idx, self.sampling_params(), timings), idx
-
-    def score(self, out: RolloutOutput, idx: list[int], timings: dict[str, float]) -> tuple[Batch, RewardResult]:
-        """Scoring phase: rewards of one round's responses, shaped, as a Batch with fresh group ids."""
+        with timer("generate"):
+            out = sample_groups(engine, self.prompt_tokens, idx, self.sampling)
+        timer.add("gen_tokens", out.gen_tokens)
         self._phase("score")
-        b, res = score_rollout(
-            self.rewards,
-            out,
-            self.train_examples,
-            idx,
-            algo=self.cfg.algo,
-            max_new_tokens=self.cfg.rollout.max_new_tokens,
-            group_start=self.group_counter,
-            pad_id=self.engine.pad_id,
-            timings=timings,
-            trainer_state=types.SimpleNamespace(global_step=self.step, max_steps=self.cfg.train.steps),
-        )
+        with timer("score"):
+            b, res = score_rollout(
+                self.rewards,
+                out,
+                self.train_examples,
+                idx,
+                algo=self.cfg.algo,
+                max_new_tokens=self.cfg.rollout.max_new_tokens,
+                group_start=self.group_counter,
+                pad_id=self.engine.pad_id,
+                trainer_state=types.SimpleNamespace(global_step=self.step, max_steps=self.cfg.train.steps),
+            )
         self.group_counter += len(idx)
-        return b, res
+        return Round(b, res, out.episodes or [])
 
-    def draw(self, timings: dict[str, float], prompts: int | None = None) -> Batch:
-        """Rollout and scoring of one round (value pretraining samples this way)."""
-        b, _ = self.score(*self.rollout(self.local_prompts if prompts is None else prompts, timings), timings)
-        return b
+    def new_filter(self) -> GroupFilter:
+        """A group filter of `algo.group_filter` for one step (read each step: the autopilot may switch it)."""
+        return GROUP_FILTERS[self.cfg.algo.group_filter](self.local_prompts, self.cfg.algo)
 
-    def _scorers(self) -> dict[str, Any]:
-        common = {
-            "micro_batch_size": self.cfg.train.micro_batch_size,
-            "temperature": self.cfg.rollout.temperature,
-            "top_k": self.cfg.rollout.top_k,
-            "top_p": self.cfg.rollout.top_p,
-            "autocast": self._autocast,
-        }
-        value_fn = None
-        if self.critic is not None:
-            critic = self.critic
+    def draw(self, prompts: int | None = None, timer: Timer | None = None) -> Batch:
+        """One round with the learner's engine, unfiltered (value pretraining samples this way)."""
+        return self.sample_round(
+            self.engine, self.local_prompts if prompts is None else prompts, timer or Timer()
+        ).batch
 
-            def value_fn(b: Batch, idx: torch.Tensor, hidden: torch.Tensor | None) -> torch.Tensor:
-                return critic.values(
-                    b.prompt_ids[idx], b.prompt_mask[idx], b.completion_ids[idx], b.raw_mask[idx], hidden
-                )
-
-        out = {"old": lambda b: score_pass(self.model, b, value_fn=value_fn, **common)}
-        for name, model in (("ref", self.reference.model), ("init", self.reference.init_model)):
-            if model is not None:
-                out[name] = lambda b, m=model: score_pass(m, b, **common)
-        return out
-
-    def advantages(self, b: Batch, timings: dict[str, float]) -> dict[str, float]:
+    def advantages(self, b: Batch, timer: Timer | None = None) -> dict[str, float]:
         """Advantage phase: loss mask, old/ref/init log-probs, values, KL placement, advantages, entropy mask."""
         self._phase("logprobs")
-        prepare(
-            b,
-            self.cfg.algo,
-            placement=self.placement,
-            beta=self.kl_ctl.value,
-            scorers=self._scorers(),
-            on_policy=self.on_policy,
-            timings=timings,
+        passes = scorers(
+            self.model,
+            self.reference,
+            self.critic,
+            sampling=self.sampling,
+            micro_batch_size=self.cfg.train.micro_batch_size,
+            autocast=self._autocast,
+            timer=timer or Timer(),
         )
+        kw = {"placement": self.placement, "beta": self.kl_ctl.value, "scorers": passes, "on_policy": self.on_policy}
+        prepare(b, self.cfg.algo, **kw)
         return advantage_metrics(b, self.cfg.algo)
 
-    def update(self, b: Batch, timings: dict[str, float], train_policy: bool = True) -> dict[str, float]:
+    def update(self, b: Batch, timer: Timer | None = None, train_policy: bool = True) -> dict[str, float]:
         """Update phase; also leaves the policy's log-probs/entropies for this batch in `b.extras`."""
         metrics, outputs = run_update(
             self.train_state(),
             b,
-            timings,
             step=self.step,
             kl_coef=self.kl_ctl.value,
             entropy_coef=self.ent_coef.value,
             train_policy=train_policy,
+            timer=timer,
         )
         on_policy = outputs.assemble(len(b), b.completion_ids.shape[1])
         if on_policy is not None:
             b.extras["policy_logp"], b.extras["policy_entropy"] = on_policy
         return metrics
 
-    def _policy_view(self, b: Batch) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """pi_old's log-probs and entropies of the batch: the old pass, the on-policy forward, or (update skipped
-        and on-policy) a scoring pass now, so a skipped step still logs entropy, KL and mismatch."""
-        if b.old_logp is not None:
-            return b.old_logp, b.entropy
-        if "policy_logp" in b.extras:
-            return b.extras["policy_logp"], b.extras["policy_entropy"]
-        lp, ent, _ = score_pass(
-            self.model,
-            b,
-            micro_batch_size=self.cfg.train.micro_batch_size,
-            temperature=self.cfg.rollout.temperature,
-            top_k=self.cfg.rollout.top_k,
-            top_p=self.cfg.rollout.top_p,
-            autocast=self._autocast,
-        )
-        return lp, ent
-
     # ------------------------------------------------------------------------------------------ one step
 
     def train_step(self) -> StepResult:
         """One step of the algorithm, its phases in order (docs/layout.md follows them file by file)."""
-        timings: dict[str, float] = {}
+        timer = Timer()
         t_step = time.perf_counter()
-        # 1. rollout, 2. scoring, 3. filter (phases/batch_source.py draw_batch): sampled now, or during the last
-        # update one update behind (rollout.max_staleness=1)
-        drawn = self.batches.next(timings)
+        # 1. rollout, 2. scoring (sample_round), 3. filter (phases/batch_source.py draw_batch): sampled now, or
+        # during the last update one update behind (rollout.max_staleness=1)
+        drawn = self.batches.next(self.new_filter, last=self.step + 1 >= self.cfg.train.steps)
+        timer.merge(drawn.timer)
         b, metrics = drawn.batch, drawn.metrics
         if drawn.episodes:  # sample episodes of each multi-turn failure kind: the detectors' evidence
             self.monitor_context["episode_examples"] = episode_examples([{"episode": r} for r in drawn.episodes])
-        metrics.update(self.advantages(b, timings))  # 4. old/ref log-probs, values, KL placement, advantages
-        metrics.update(self.update(b, timings))  # 5. update: optimizer steps over epochs x mini-batches
-        self.batches.after_update(metrics, timings)  # the engine(s) get the new weights
-        metrics.update(self.signals(b, timings, time.perf_counter() - t_step))  # 6. the step's §17 signals
+        metrics.update(self.advantages(b, timer))  # 4. old/ref log-probs, values, KL placement, advantages
+        metrics.update(self.update(b, timer))  # 5. update: optimizer steps over epochs x mini-batches
+        timer.merge(self.batches.after_update(metrics))  # the engine(s) get the new weights
+        metrics.update(self.signals(b, timer, time.perf_counter() - t_step))  # 6. the step's §17 signals
         # one global row on every rank: controllers, detectors and autopilot then act the same everywhere
         metrics = global_metrics(metrics, self.info)
         self.after_step(metrics, int(metrics[mn.TRAIN_BATCH_SIZE]))
         return StepResult(metrics, b, [f for res in drawn.rounds for f in res.failures])
 
-    def signals(self, b: Batch, timings: dict[str, float], seconds: float) -> dict[str, float]:
+    def signals(self, b: Batch, timer: Timer, seconds: float) -> dict[str, float]:
         """Signals phase: every §17 signal of the trained batch, timings and batch size."""
-        logp, ent = self._policy_view(b)
+        kw = {"sampling": self.sampling, "micro_batch_size": self.cfg.train.micro_batch_size}
+        logp, ent = policy_view(b, self.model, autocast=self._autocast, **kw)
         m = step_signals(
             b, self.cfg.algo, max_new_tokens=self.cfg.rollout.max_new_tokens, policy_logp=logp, policy_entropy=ent
         )
-        m.update(_timing_metrics(timings, seconds, b))
+        m.update(timing_metrics(timer.totals, seconds, b))
         m[mn.TRAIN_BATCH_SIZE] = float(len(b))
         return m
 
-    def sync_engine(self, metrics: dict[str, float], timings: dict[str, float]) -> None:
+    def sync_engine(self, metrics: dict[str, float]) -> Timer:
         """Push the updated weights into the rollout engine (free for in-process engines; vLLM reloads them)."""
-        if metrics.get(mn.TRAIN_SKIPPED_UPDATE, 0.0) >= 1.0:
-            return
-        t0 = time.perf_counter()
-        self.engine.sync_weights(self.model)
-        timings["weight_sync"] = time.perf_counter() - t0
+        timer = Timer()
+        if metrics.get(mn.TRAIN_SKIPPED_UPDATE, 0.0) < 1.0:
+            with timer("weight_sync"):
+                self.engine.sync_weights(self.model)
+        return timer
+
+    def apply_changes(self, changes: list[Change], *, restored: bool = False) -> None:
+        """The one place a config change reaches the live run: the key, then every runtime mirror of it (the
+        learning rate of the optimizer and schedule, the entropy and KL coefficients, the KL controller, the
+        sampling settings) and the detectors' context. `restored`: changes made again after a resume, whose
+        coefficients and learning rate the checkpoint already holds."""
+        for ch in changes:
+            set_key(self.cfg, ch.key, ch.value)
+            if ch.key == "algo.kl_controller":
+                self.kl_ctl = make_kl_controller(self.cfg.algo, value=self.kl_ctl.value)
+            elif ch.key.startswith("rollout."):
+                self.sampling = self.session.sampling_params()
+            elif restored:
+                continue
+            elif ch.key == "train.lr":
+                self.optimizer.param_groups[0]["lr"] = ch.value
+                self.scheduler.base_lrs[0] = ch.value
+            elif ch.key == "algo.entropy_coef":
+                self.ent_coef.value = ch.value
+            elif ch.key == "algo.kl_coef":
+                self.kl_ctl.value = ch.value
+        self.monitor_context.update(monitor_context(self.cfg))  # the detectors see the fixes now in force
 
     def after_step(self, metrics: dict[str, float], n: int) -> None:
         """Controllers and the reference move once per step."""
@@ -345,7 +338,9 @@ class Trainer:
 
     def pretrain_critic(self) -> list[dict[str, float]]:
         """Value pretraining before the first policy step (see `grpokit.training.phases.value_pretrain`)."""
-        return pretrain_critic(self)
+        if self.critic is None or self.critic_cfg.pretrain_max_steps <= 0 or self.step > 0:
+            return []
+        return pretrain_critic(self.draw, self.advantages, self.train_state(), self.critic_cfg, self.info)
 
     # ------------------------------------------------------------------------------------------- eval
 
@@ -355,24 +350,48 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------- checkpoints
 
-    def modules(self) -> dict[str, torch.nn.Module]:
-        return run_state.modules(self)
+    def stateful(self) -> checkpointing.Stateful:
+        """What a checkpoint writes and restores in place: the policy, critic and reference modules, optimizers,
+        schedule."""
+        mods: dict[str, torch.nn.Module] = {"model": self.model}
+        if self.critic is not None:
+            mods["critic"] = self.critic
+        mods.update(self.reference.checkpoint_modules())
+        extra = {"critic_optimizer": self.critic_opt} if self.critic_opt is not None else {}
+        return checkpointing.Stateful(mods, self.sharding.optimizer_state(self.optimizer), self.scheduler, extra)
 
-    def save(self) -> Path:
-        """Checkpoint this step (see `grpokit.training.checkpointing`)."""
-        return run_state.save(self)
+    def record(self) -> checkpointing.RunRecord:
+        """The run's numbers a checkpoint's state.json holds."""
+        return checkpointing.RunRecord(
+            self.step,
+            self.stream.position,
+            self.group_counter,
+            self.kl_ctl.value,
+            self.ent_coef.value,
+            self.precision.name,
+            self.log.sizes() if self.log is not None else None,
+            self.autopilot.state_dict() if self.autopilot is not None else None,
+        )
+
+    def save(self, *, finished: bool = False) -> Path:
+        """Checkpoint this step (`finished`: the run's last; see `grpokit.training.checkpointing`)."""
+        kw = {"info": self.info, "train": self.cfg.train, "tokenizer": self.tokenizer, "finished": finished}
+        return checkpointing.save(self.run_dir, self.record(), self.stateful(), **kw)
 
     def restore(self, path: Path | None = None) -> int:
         """Load checkpoint `path`, or the newest readable one; returns its step, 0 when there is none."""
-        return run_state.restore(self, path)
+        rec = checkpointing.restore(self.run_dir, self.stateful(), self.info, steps=self.cfg.train.steps, path=path)
+        if rec is None:
+            return 0
+        self.step, self.stream.position, self.group_counter = rec.step, rec.data_position, rec.group_counter
+        self.kl_ctl.value, self.ent_coef.value = rec.kl_coef, rec.entropy_coef
+        if self.autopilot is not None and rec.autopilot:
+            # the interventions made before the checkpoint stay in force, and count against the budget
+            self.apply_changes(self.autopilot.load_state_dict(rec.autopilot), restored=True)
+        self.sharding.after_restore()  # FSDP2: the sharded learner takes the restored weights
+        self.engine.sync_weights(self.model)
+        checkpointing.cut_logs(self.log, self.run_dir, rec)
+        return self.step
 
     def save_final(self) -> Path:
-        return run_state.save_final(self)
-
-
-def _timing_metrics(timings: dict[str, float], total: float, b: Batch) -> dict[str, float]:
-    m = {f"time/{k}" if k != "gen_tokens" else mn.PERF_GEN_TOKENS: v for k, v in timings.items()}
-    m[mn.TIME_STEP] = total
-    m[mn.PERF_TOKENS_PER_S] = float((b.prompt_mask.sum() + b.raw_mask.sum()) / total)
-    m[mn.PERF_GEN_TOKENS_PER_S] = timings.get("gen_tokens", 0.0) / max(timings.get("generate", 1e-9), 1e-9)
-    return m
+        return checkpointing.save_final(self.run_dir, self.model, self.tokenizer, self.step, self.info)

@@ -4,7 +4,6 @@ where the recipe places it before the loss, the advantages (registered estimator
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,10 +13,19 @@ from ... import algos
 from ... import metric_names as mn
 from ...algos.compose import AlgoConfig, compute_advantages
 from ...algos.kl_placement import KLPlacement
+from ...algos.reference import Reference
 from ...models.forward import completion_forward
+from ...rollout import SamplingParams
 from ..batch import Batch
+from ..critic import Critic
+from ..timer import Timer
 
 Autocast = Callable[[], contextlib.AbstractContextManager]
+
+
+def truncation(sampling: SamplingParams) -> dict[str, Any]:
+    """The sampler's temperature, top-k and top-p, which the learner's log-probs apply as the sampler did."""
+    return {"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p}
 
 
 def micro_batches(n: int, size: int) -> Iterator[torch.Tensor]:
@@ -31,14 +39,12 @@ def score_pass(
     b: Batch,
     *,
     micro_batch_size: int,
-    temperature: float,
+    sampling: SamplingParams,
     autocast: Autocast,
-    top_k: int = 0,
-    top_p: float = 1.0,
     value_fn: Callable[..., torch.Tensor | None] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(log-probs, entropies, values or None) [N,T] of the batch's completions under `model`, no gradient; the
-    log-probs under the sampler's top-k/top-p truncation when one is given (docs/math.md §10)."""
+    log-probs at the sampler's temperature and under its top-k/top-p truncation (docs/math.md §10)."""
     lps, ents, vals = [], [], []
     for idx in micro_batches(len(b), micro_batch_size):
         with autocast():
@@ -48,9 +54,7 @@ def score_pass(
                 b.prompt_mask[idx],
                 b.completion_ids[idx],
                 b.raw_mask[idx],
-                temperature=temperature,
-                top_k=top_k,
-                top_p=top_p,
+                **truncation(sampling),
                 return_hidden=value_fn is not None,
             )
             v = value_fn(b, idx, h) if value_fn is not None else None
@@ -59,6 +63,55 @@ def score_pass(
         if v is not None:
             vals.append(v.float().cpu())
     return torch.cat(lps), torch.cat(ents), (torch.cat(vals) if vals else None)
+
+
+Scorer = Callable[[Batch], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]
+
+
+def scorers(
+    policy: torch.nn.Module,
+    reference: Reference,
+    critic: Critic | None,
+    *,
+    sampling: SamplingParams,
+    micro_batch_size: int,
+    autocast: Autocast,
+    timer: Timer,
+) -> dict[str, Scorer]:
+    """The scoring passes `prepare` may run, each timed as `logprobs`: "old" (the policy, with the critic's values
+    when there is one), "ref" and "init" (the reference's models, where they exist)."""
+    common = {"micro_batch_size": micro_batch_size, "sampling": sampling, "autocast": autocast}
+    value_fn = None
+    if critic is not None:
+
+        def value_fn(b: Batch, idx: torch.Tensor, hidden: torch.Tensor | None) -> torch.Tensor:
+            return critic.values(b.prompt_ids[idx], b.prompt_mask[idx], b.completion_ids[idx], b.raw_mask[idx], hidden)
+
+    def timed(model: torch.nn.Module, **kw: Any) -> Scorer:
+        def run(b: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+            with timer("logprobs"):
+                return score_pass(model, b, **common, **kw)
+
+        return run
+
+    out = {"old": timed(policy, value_fn=value_fn)}
+    for name, model in (("ref", reference.model), ("init", reference.init_model)):
+        if model is not None:
+            out[name] = timed(model)
+    return out
+
+
+def policy_view(
+    b: Batch, policy: torch.nn.Module, *, sampling: SamplingParams, micro_batch_size: int, autocast: Autocast
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """pi_old's log-probs and entropies of the batch: the old pass, the on-policy forward, or (update skipped
+    and on-policy) a scoring pass now, so a skipped step still logs entropy, KL and mismatch."""
+    if b.old_logp is not None:
+        return b.old_logp, b.entropy
+    if "policy_logp" in b.extras:
+        return b.extras["policy_logp"], b.extras["policy_entropy"]
+    lp, ent, _ = score_pass(policy, b, micro_batch_size=micro_batch_size, sampling=sampling, autocast=autocast)
+    return lp, ent
 
 
 def needs_old_pass(algo: AlgoConfig, on_policy: bool, placement: KLPlacement) -> bool:
@@ -73,9 +126,8 @@ def prepare(
     *,
     placement: KLPlacement,
     beta: float,
-    scorers: dict[str, Callable[[Batch], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]]],
+    scorers: dict[str, Scorer],
     on_policy: bool,
-    timings: dict[str, float],
 ) -> None:
     """Fill the batch's mask, old/ref/init log-probs, values, returns, advantages and keep mask in place.
 
@@ -85,14 +137,12 @@ def prepare(
     b.mask = b.raw_mask * b.valid.float()[:, None]
     if algo.overlong_filter:
         b.mask = algos.overlong_filter(b.mask, b.truncated)
-    t0 = time.perf_counter()
     if needs_old_pass(algo, on_policy, placement):
         b.old_logp, b.entropy, b.values = scorers["old"](b)
     if "ref" in scorers:
         b.ref_logp, _, _ = scorers["ref"](b)
     if "init" in scorers:
         b.init_logp, _, _ = scorers["init"](b)
-    timings["logprobs"] = time.perf_counter() - t0
     rewards, token_rewards = placement.rewards(b, torch.nan_to_num(b.rewards, nan=0.0), beta)
     inputs: dict[str, Any] = {"mask": b.mask, "valid": b.valid, "token_rewards": token_rewards}
     if algo.uses_critic:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import functools
 import threading
-import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,11 +34,13 @@ import torch
 
 from ... import metric_names as mn
 from ...agents.signals import episode_metrics
-from ...algos.group_filter import GROUP_FILTERS
+from ...algos.group_filter import GroupFilter
 from ...config import ConfigError
 from ...rewards import RewardResult
+from ...rollout import RolloutEngine
 from ...rollout.hf import SharedPrefixSampler, sample_tokens
 from ..batch import Batch
+from ..timer import Timer
 from .scoring import merge_round_metrics
 
 SAMPLER_THREAD = threading.local()  # `active` is True in the background sampler's thread
@@ -50,48 +52,65 @@ def in_sampler_thread() -> bool:
 
 
 @dataclass
+class Round:
+    """One generation round, rolled out and scored: its batch, its reward result and its episodes (multi-turn)."""
+
+    batch: Batch
+    rewards: RewardResult
+    episodes: list[dict[str, Any]] = field(default_factory=list)
+
+
+# `sample_round(n, timer)`: n fresh prompts x G responses (or episodes) by one engine, scored and shaped
+SampleRound = Callable[[int, Timer], Round]
+# `sample_with(engine)`: the run's sample_round with that engine (the learner's own, or the sampler copy)
+SampleWith = Callable[[RolloutEngine], SampleRound]
+# a new group filter of `algo.group_filter` for one step (read each step: the autopilot may switch it)
+MakeFilter = Callable[[], GroupFilter]
+
+
+@dataclass
 class Drawn:
-    """One step's batch as the group filter returned it, with its metrics, reward rounds, the timings of its
-    rounds and the learner version (updates applied) whose weights sampled it."""
+    """One step's batch as the group filter returned it, with its metrics, reward rounds, the timer of its rounds
+    and the learner version (updates applied) whose weights sampled it."""
 
     batch: Batch
     metrics: dict[str, float]
     rounds: list[RewardResult]
-    timings: dict[str, float] = field(default_factory=dict)
+    timer: Timer = field(default_factory=Timer)
     version: int = 0
     episodes: list[dict[str, Any]] = field(default_factory=list)  # every episode sampled (multi-turn runs)
 
 
-def draw_batch(trainer: Any, engine: Any, timings: dict[str, float]) -> Drawn:
-    """Rollout, scoring and filter rounds of one step with `engine`: the filter asks for rounds until it has its
-    groups; reward/* describe everything sampled (all rounds), reward/kept_* the trained batch."""
-    # which groups train: algo.group_filter (read each step: the autopilot may switch dynamic sampling on)
-    groups = GROUP_FILTERS[trainer.cfg.algo.group_filter](trainer.local_prompts, trainer.cfg.algo)
+def draw_batch(sample_round: SampleRound, groups: GroupFilter) -> Drawn:
+    """Rollout, scoring and filter rounds of one step: the group filter asks for rounds until it has its groups;
+    reward/* describe everything sampled (all rounds), reward/kept_* the trained batch."""
+    timer = Timer()
     rounds: list[RewardResult] = []
     episodes: list[dict[str, Any]] = []
     while (n := groups.request()) is not None:  # one round, or more when the filter asks (dynamic sampling)
-        out, idx = trainer.rollout(n, timings, engine)  # 1. rollout: n prompts x G responses (or episodes)
-        b, res = trainer.score(out, idx, timings)  # 2. scoring: rewards, shaping
-        rounds.append(res)
-        episodes += out.episodes or []
-        groups.add(b)  # 3. filter: keep the groups that train
+        r = sample_round(n, timer)  # 1. rollout: n prompts x G responses (or episodes), 2. scoring: rewards, shaping
+        rounds.append(r.rewards)
+        episodes += r.episodes
+        groups.add(r.batch)  # 3. filter: keep the groups that train
     b, metrics = groups.result()
     metrics.update(merge_round_metrics(rounds))
     metrics.update(episode_metrics(episodes))  # episode/*: every episode sampled, like reward/*
-    return Drawn(b, metrics, rounds, timings, episodes=episodes)
+    return Drawn(b, metrics, rounds, timer, episodes=episodes)
 
 
 class Synchronous:
     """max_staleness=0: sample now with the learner's engine; after the update the engine gets the new weights."""
 
-    def __init__(self, trainer: Any) -> None:
-        self.trainer = trainer
+    def __init__(self, sample_round: SampleRound, sync_engine: Callable[[dict[str, float]], Timer]) -> None:
+        self.sample_round, self.sync_engine = sample_round, sync_engine
 
-    def next(self, timings: dict[str, float]) -> Drawn:
-        return draw_batch(self.trainer, self.trainer.engine, timings)
+    def next(self, make_filter: MakeFilter, last: bool) -> Drawn:
+        """This step's batch, kept by a new group filter (`last`: the run's last step)."""
+        return draw_batch(self.sample_round, make_filter())
 
-    def after_update(self, metrics: dict[str, float], timings: dict[str, float]) -> None:
-        self.trainer.sync_engine(metrics, timings)
+    def after_update(self, metrics: dict[str, float]) -> Timer:
+        """The engine gets the updated weights; returns the time it took."""
+        return self.sync_engine(metrics)
 
 
 def sampler_engine(session: Any, seed: int) -> Any:
@@ -116,77 +135,88 @@ def copy_weights(dst: torch.nn.Module, src: torch.nn.Module) -> None:
 class OneStepOffPolicy:
     """max_staleness=1: step k+1's batch is sampled by the sampler copy during step k's update (module docstring)."""
 
-    def __init__(self, trainer: Any) -> None:
-        if trainer.info.world > 1:
+    def __init__(
+        self,
+        sample_with: SampleWith,
+        sync_engine: Callable[[dict[str, float]], Timer],
+        session: Any,
+        seed: int,
+        world: int,
+    ) -> None:
+        if world > 1:
             raise ConfigError(
-                f"rollout.max_staleness=1 is not supported under torchrun (world size {trainer.info.world}): its "
+                f"rollout.max_staleness=1 is not supported under torchrun (world size {world}): its "
                 "sampler copy runs in one process; use rollout.max_staleness=0"
             )
-        self.trainer = trainer
-        self.sampler = sampler_engine(trainer.session, trainer.cfg.train.seed + 1)
+        self.sync_engine, self.learner = sync_engine, session.model
+        self.sampler = sampler_engine(session, seed)
+        self.sample_round = sample_with(self.sampler)
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="grpokit-sampler")
         self.ready: Drawn | None = None  # the next step's batch, sampled during this step's update
         self.future: Future[Drawn] | None = None  # that batch while it is being sampled
         self.learner_version = 0  # updates applied to the learner
         self.sampler_version = -1  # the learner version whose weights the sampler holds (-1: never synced)
 
-    def next(self, timings: dict[str, float]) -> Drawn:
+    def next(self, make_filter: MakeFilter, last: bool) -> Drawn:
         """This step's batch (sampled during the last update, or now at the first step), and the next step's
-        sampling started in the background (not after the run's last step)."""
+        sampling started in the background (not after the run's `last` step)."""
         if self.future is not None:  # the last step stopped before its after_update: collect what it started
             self.ready, self.future = self.future.result(), None
         drawn, self.ready = self.ready, None
         if drawn is None:
             self.sync()
-            drawn = self.draw()
-        t = self.trainer
-        if t.step + 1 < t.cfg.train.steps:
-            self.future = self.pool.submit(self.background)
-        for key, seconds in drawn.timings.items():
-            timings[key] = timings.get(key, 0.0) + seconds
+            drawn = self.draw(make_filter)
+        if not last:
+            self.future = self.pool.submit(self.background, make_filter)
         drawn.metrics[mn.ROLLOUT_STALENESS] = float(self.learner_version - drawn.version)
         drawn.batch.extras["sampler_version"] = drawn.version
         return drawn
 
-    def after_update(self, metrics: dict[str, float], timings: dict[str, float]) -> None:
-        """Wait for the next step's batch, then give the sampler the updated weights."""
-        t0 = time.perf_counter()
-        if self.future is not None:
-            try:
-                self.ready = self.future.result()
-            finally:
-                self.future = None
-        timings["rollout_wait"] = time.perf_counter() - t0
-        self.trainer.sync_engine(metrics, timings)  # the learner's own engine (evaluation samples with it)
+    def after_update(self, metrics: dict[str, float]) -> Timer:
+        """Wait for the next step's batch, then give the sampler the updated weights; returns the time it took."""
+        timer = Timer()
+        with timer("rollout_wait"):
+            if self.future is not None:
+                try:
+                    self.ready = self.future.result()
+                finally:
+                    self.future = None
+        timer.merge(self.sync_engine(metrics))  # the learner's own engine (evaluation samples with it)
         if metrics.get(mn.TRAIN_SKIPPED_UPDATE, 0.0) < 1.0:
             self.learner_version += 1
-        t0 = time.perf_counter()
-        self.sync()
-        timings["weight_sync"] = timings.get("weight_sync", 0.0) + time.perf_counter() - t0
+        with timer("weight_sync"):
+            self.sync()
+        return timer
 
     def sync(self) -> None:
         """Copy the learner's weights into the sampler when it holds older ones (never while it samples)."""
         if self.sampler_version != self.learner_version:
-            copy_weights(self.sampler.model, self.trainer.model)
+            copy_weights(self.sampler.model, self.learner)
             self.sampler_version = self.learner_version
 
-    def draw(self) -> Drawn:
+    def draw(self, make_filter: MakeFilter) -> Drawn:
         version = self.sampler_version
-        drawn = draw_batch(self.trainer, self.sampler, {})
+        drawn = draw_batch(self.sample_round, make_filter())
         drawn.version = version
         return drawn
 
-    def background(self) -> Drawn:
+    def background(self, make_filter: MakeFilter) -> Drawn:
         SAMPLER_THREAD.active = True
         try:
-            return self.draw()
+            return self.draw(make_filter)
         finally:
             SAMPLER_THREAD.active = False
 
 
-SOURCES = (Synchronous, OneStepOffPolicy)  # indexed by rollout.max_staleness (config/checks.py allows 0 and 1)
-
-
-def make_batch_source(trainer: Any) -> Synchronous | OneStepOffPolicy:
-    """The batch source of `rollout.max_staleness`."""
-    return SOURCES[trainer.cfg.rollout.max_staleness](trainer)
+def make_batch_source(
+    max_staleness: int,
+    sample_with: SampleWith,
+    sync_engine: Callable[[dict[str, float]], Timer],
+    session: Any,
+    seed: int,
+    world: int,
+) -> Synchronous | OneStepOffPolicy:
+    """The batch source of `rollout.max_staleness` (config/checks.py allows 0 and 1)."""
+    if max_staleness == 0:
+        return Synchronous(sample_with(session.engine), sync_engine)
+    return OneStepOffPolicy(sample_with, sync_engine, session, seed, world)

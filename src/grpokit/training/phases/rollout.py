@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import torch
 
 from ...rollout import RolloutEngine, RolloutOutput, SamplingParams
@@ -30,15 +28,7 @@ class PromptStream:
 
 
 def sample_groups(
-    engine: RolloutEngine,
-    prompt_tokens: list[list[int]],
-    idx: list[int],
-    params: SamplingParams,
-    timings: dict[str, float],
+    engine: RolloutEngine, prompt_tokens: list[list[int]], idx: list[int], params: SamplingParams
 ) -> RolloutOutput:
-    """G completions for each prompt of `idx`; adds generate seconds and generated tokens to `timings`."""
-    t0 = time.perf_counter()
-    out = engine.generate([prompt_tokens[i] for i in idx], params)
-    timings["generate"] = timings.get("generate", 0.0) + time.perf_counter() - t0
-    timings["gen_tokens"] = timings.get("gen_tokens", 0.0) + out.gen_tokens
-    return out
+    """G completions (`params.n`) for each prompt of `idx`, by the engine (`grpokit.rollout`)."""
+    return engine.generate([prompt_tokens[i] for i in idx], params)

@@ -4,7 +4,6 @@ truncated-response reward), and the step's reward metrics over every generation 
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import torch
@@ -44,13 +43,11 @@ def score_rollout(
     max_new_tokens: int,
     group_start: int,
     pad_id: int,
-    timings: dict[str, float],
     trainer_state: Any = None,
 ) -> tuple[Batch, Any]:
     """Score and shape one round's completions; returns (Batch with group ids from `group_start`, RewardResult).
 
     TRL-style rewards also get each completion's token ids and `trainer_state` (global_step, max_steps)."""
-    t0 = time.perf_counter()
     per_sample = [examples[idx[int(i)]] for i in out.prompt_index]
     res = rewards_mgr.score(
         out.texts,
@@ -60,7 +57,6 @@ def score_rollout(
         prompt_ids=prompt_id_lists(out),  # decoded for the rewards given the prompt (verl prompt+response, OpenRLHF)
         episodes=out.episodes,  # TRL multi-turn rewards read the whole episode, and `environments`
     )
-    timings["score"] = timings.get("score", 0.0) + time.perf_counter() - t0
     rewards = torch.tensor(res.rewards, dtype=torch.float32) + environment_rewards(out)
     accuracy = torch.tensor(res.accuracy, dtype=torch.float32).nan_to_num(0.0)
     shaped = shape_rewards(algo, max_new_tokens, rewards, turn_lengths(out), out.truncated)

@@ -45,3 +45,12 @@ def step_signals(
     if b.values is not None and b.returns is not None:
         m[mn.CRITIC_EXPLAINED_VARIANCE] = algos.explained_variance(b.returns, b.values, b.mask)
     return m
+
+
+def timing_metrics(timings: dict[str, float], total: float, b: Batch) -> dict[str, float]:
+    """The step's seconds by phase (`time/*`), generated tokens, and tokens per second overall and in generation."""
+    m = {f"time/{k}" if k != "gen_tokens" else mn.PERF_GEN_TOKENS: v for k, v in timings.items()}
+    m[mn.TIME_STEP] = total
+    m[mn.PERF_TOKENS_PER_S] = float((b.prompt_mask.sum() + b.raw_mask.sum()) / total)
+    m[mn.PERF_GEN_TOKENS_PER_S] = timings.get("gen_tokens", 0.0) / max(timings.get("generate", 1e-9), 1e-9)
+    return m

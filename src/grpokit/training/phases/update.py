@@ -22,9 +22,11 @@ from ...algos.reference import Reference
 from ...models.forward import completion_forward
 from ...parallel.distributed import DistInfo, all_gather_objects, all_reduce_grads, all_reduce_sum, any_rank
 from ...parallel.sharding import Sharding
+from ...rollout import SamplingParams
 from ..batch import Batch
 from ..critic import Critic, CriticOptimizer
-from .advantage import micro_batches
+from ..timer import Timer
+from .advantage import micro_batches, truncation
 
 
 def all_reduce_denominators(d: dict[str, Denominators], info: DistInfo) -> dict[str, Denominators]:
@@ -47,7 +49,7 @@ class TrainState:
     scheduler: Any
     algo: AlgoConfig
     train: Any  # TrainConfig
-    temperature: float
+    sampling: SamplingParams  # the sampler's temperature and truncation, applied to the learner's log-probs (§10)
     autocast: Callable[[], contextlib.AbstractContextManager]
     reference: Reference
     critic: Critic | None = None
@@ -55,8 +57,6 @@ class TrainState:
     info: DistInfo = field(default_factory=DistInfo)
     on_phase: Callable[..., None] | None = None
     sharding: Sharding | None = None  # how the learner is laid out over ranks (`grpokit.parallel.sharding`)
-    top_k: int = 0  # the sampler's truncation, applied to the learner's log-probs (docs/math.md §10)
-    top_p: float = 1.0
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         """The training forward (through DDP or FSDP2 when there are several ranks, so gradients are summed)."""
@@ -99,17 +99,18 @@ def policy_has_work(b: Batch, algo: AlgoConfig, kl_coef: float, entropy_coef: fl
 def run_update(
     state: TrainState,
     b: Batch,
-    timings: dict[str, float],
     *,
     step: int,
     kl_coef: float,
     entropy_coef: float,
     train_policy: bool = True,
     value_pretraining: bool = False,
+    timer: Timer | None = None,
 ) -> tuple[dict[str, float], OnPolicyOutputs]:
     """All optimizer steps of one training step. `train_policy=False` steps only the critic. In
     `value_pretraining` a critic with its own transformer (`critic.kind=model`) skips the policy's forward, which
-    then feeds nothing (a skipped update in training still runs it: its entropy and KL are logged)."""
+    then feeds nothing (a skipped update in training still runs it: its entropy and KL are logged). The seconds of
+    its forward, backward and optimizer parts are added to `timer`."""
     cfg = state.train
     # every rank must take the same decision: DDP's gradient sum needs all of them in the backward
     train_policy = train_policy and any_rank(policy_has_work(b, state.algo, kl_coef, entropy_coef), state.info)
@@ -143,7 +144,8 @@ def run_update(
                 )
             )
             _phase(state, "update", len(per_step), n_opt)
-    timings.update(clock)
+    if timer is not None:
+        timer.merge(clock)
     out = mean_dicts(per_step)
     if not train_policy:
         out[mn.TRAIN_SKIPPED_UPDATE] = 1.0
@@ -269,9 +271,7 @@ def _micro_loss(
             mbb.prompt_mask[idx],
             mbb.completion_ids[idx],
             mbb.raw_mask[idx],
-            temperature=state.temperature,
-            top_k=state.top_k,
-            top_p=state.top_p,
+            **truncation(state.sampling),
             with_entropy=True,
             return_hidden=state.critic is not None and state.critic.uses_policy_features,
         )
