@@ -19,6 +19,7 @@ COMMON = [
     "rollout.max_new_tokens=6",
     "data.eval_size=4",
     "train.save_every=0",
+    "train.save_only_model=false",  # test_report continues a finished run: its last checkpoint keeps the optimizer
     "train.log_completions=3",
     f"train.seed={SEED}",
 ]

@@ -42,6 +42,8 @@ SMALL = [
     "data.eval_size=2",
     "--set",
     "train.eval_every=0",
+    "--set",  # optimizer state in a finished run's last checkpoint too: these runs are continued with --steps
+    "train.save_only_model=false",
 ]
 SLOW_REWARD = """
 import time

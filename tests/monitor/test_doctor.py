@@ -114,15 +114,20 @@ def test_autopilot_switches_on_dynamic_sampling_and_logs_before_after(tmp_path: 
 
 
 def test_autopilot_respects_bounds(tmp_path: Path) -> None:
-    from grpokit.training.autopilot import Autopilot, Bounds
+    from grpokit.training.autopilot import Autopilot, Bounds, Change
 
     overrides = ["model.name=tiny", "rollout.max_new_tokens=2", "train.steps=0", "algo.eps_high=0.38"]
     trainer = Trainer(build_config("dapo", overrides=overrides), tmp_path)
-    pilot = Autopilot(trainer, Bounds(max_eps_high=0.4))
-    assert pilot.apply("algo.eps_high+=0.04") == (0.38, 0.4)
-    assert pilot.apply("algo.eps_high+=0.04") is None  # already at the bound: nothing changes
-    assert pilot.apply("train.lr*=0.5") == (trainer.cfg.train.lr * 2, trainer.cfg.train.lr)
-    assert trainer.optimizer.param_groups[0]["lr"] == trainer.cfg.train.lr
+    pilot = Autopilot(trainer.cfg, Bounds(max_eps_high=0.4))
+    change = pilot.change("algo.eps_high+=0.04")
+    assert change == Change("algo.eps_high", 0.4, 0.38) and trainer.cfg.algo.eps_high == 0.38  # proposed only
+    trainer.apply_changes([change])  # the one place a change reaches the run
+    assert pilot.change("algo.eps_high+=0.04") is None  # already at the bound: nothing changes
+    lr = trainer.cfg.train.lr
+    change = pilot.change("train.lr*=0.5")
+    assert change == Change("train.lr", lr * 0.5, lr)
+    trainer.apply_changes([change])
+    assert trainer.optimizer.param_groups[0]["lr"] == trainer.cfg.train.lr == lr * 0.5  # the mirror follows
 
 
 # ------------------------------------------------------------------------------ issue 13: logs people have

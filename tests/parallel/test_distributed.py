@@ -84,6 +84,7 @@ def test_torchrun_train_writes_one_log_and_resumes(sharding: str, tmp_path: Path
         "data.eval_size=4",
         "train.eval_every=0",
         "train.save_every=1",
+        "train.save_only_model=false",  # continued below with --steps 3: its last checkpoint keeps the optimizer
         "reward.functions=[toy_rewards:vowel_frac]",
         "train.steps=2",
     ]
