@@ -2,10 +2,10 @@
 
 A fenced block (```bash, ```sh, ```shell) runs line by line in `bash`, from one scratch folder shared by every page
 (pages in order: README.md, then docs/*.md by name), offline (HF_HUB_OFFLINE=1), with this interpreter's `grpokit`
-first on PATH and no PYTHONPATH, as a new user's shell would. The scratch folder holds the user's files the pages
-name (`USER_FILES`). A command passes when it exits 0; `grpokit doctor` and `grpokit audit-reward` also when they
-exit 1, their answer that they found something (a critical mode, a run that never trained as a tiny random model's
-run does; a reward hack that scores), never 2 (input they cannot read).
+first on PATH and nothing of tests/ on PYTHONPATH, as a new user's shell would. The scratch folder holds the user's
+files the pages name (`USER_FILES`). A command passes when it exits 0; `grpokit doctor` and `grpokit audit-reward`
+also when they exit 1, their answer that they found something (a critical mode, a run that never trained as a tiny
+random model's run does; a reward hack that scores), never 2 (input they cannot read).
 
 The line just before a fence (blank lines aside) may hold one HTML comment, invisible on the rendered page:
 
@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+import grpokit
 
 ROOT = Path(__file__).parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -161,8 +163,11 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def user_env() -> dict[str, str]:
+    """A new user's environment: offline, and on PYTHONPATH only the grpokit under test (nothing of tests/, so a
+    user's module is found from the working directory or not at all)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GRPOKIT_DEBUG")}
     env |= {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_COLOR": "1"}
+    env["PYTHONPATH"] = str(Path(grpokit.__file__).parents[1])
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     return env
 
