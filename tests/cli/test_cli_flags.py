@@ -91,7 +91,7 @@ def test_flags_and_a_trl_config_file_are_translated_together(tmp_path: Path) -> 
     together (16 completions per device step / 4 generations = 4 prompts)."""
     path = tmp_path / "trl.yaml"
     path.write_text(yaml.safe_dump({"per_device_train_batch_size": 16, "num_generations": 8, "learning_rate": 1e-5}))
-    args = parsed("train", "--config", str(path), "--num_generations", "4", "--set", "train.lr=2e-5")
+    args = parsed("train", "--config", str(path), "--num_generations", "4", "--set", "train.lr=2e-5", "--task", "add1")
     cfg = config_of(args)
     assert (cfg.rollout.prompts_per_step, cfg.rollout.group_size) == (4, 4)
     assert cfg.train.lr == 2e-5  # the user's own --set wins over every translated key
@@ -139,7 +139,7 @@ def test_grpokits_own_options_win_over_a_files_value_and_trl_flags_apply_as_give
     path = tmp_path / "trl.yaml"
     path.write_text(yaml.safe_dump({"output_dir": "from-the-file", "model_name_or_path": "Qwen/Qwen2-7B", "seed": 3}))
     cfg = config_of(parsed("train", "--config", str(path), "--output-dir", str(tmp_path / "o"), "--model", "tiny",
-                           "--learning_rate", "1e-5"))  # fmt: skip
+                           "--learning_rate", "1e-5", "--task", "add1"))  # fmt: skip
     assert (cfg.train.output_dir, cfg.model.name, cfg.train.seed) == (str(tmp_path / "o"), "tiny", 3)
     # preflight's --model has a default: a TRL flag naming the model still applies
     assert "model.name=tiny" in parsed("preflight", "--model_name_or_path", "tiny").set
