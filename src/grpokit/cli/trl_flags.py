@@ -36,13 +36,13 @@ def _trl_file(path: str | None) -> dict[str, Any] | None:
 def _own_options(args: argparse.Namespace) -> dict[str, str]:
     """{grpokit key: "--option value"} for grpokit's own options given on this command line (a value that is the
     subcommand's default, such as preflight's --model, counts as not given)."""
-    from .main import build_parser
+    from . import args as grammar
 
-    defaults: dict[str, Any] = {}
-    for action in build_parser()._actions:
-        choices = getattr(action, "choices", None)
-        if isinstance(choices, dict) and getattr(args, "command", None) in choices:
-            defaults = {attr: choices[args.command].get_default(attr) for attr in DIRECT}
+    sub = argparse.ArgumentParser().add_subparsers(dest="command")
+    grammar.train(sub)
+    grammar.self_registering(sub)  # preflight among them
+    parser = sub.choices.get(getattr(args, "command", None))
+    defaults = {attr: parser.get_default(attr) for attr in DIRECT} if parser is not None else {}
     out = {}
     for attr, key in DIRECT.items():
         value = getattr(args, attr, None)
