@@ -232,3 +232,19 @@ def test_recipes_show_gspo_prints_components_with_bound_params(capsys):
     assert "mini_batches: 4" in out
     algo_section = out.split("\nalgo:\n", 1)[1].split("\ntrain:\n", 1)[0]
     assert "eps_low" not in algo_section and "dual_clip_c" not in algo_section  # shown once, under components
+
+
+def test_uses_critic_is_what_the_estimator_declares(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An estimator that takes `values` needs a critic, whatever its name; one that does not, does not."""
+    declared = {name: "values" in ADVANTAGES.takes(name) for name in ADVANTAGES.names()}
+    assert {n for n, v in declared.items() if v} == {"gae", "length_adaptive_gae", "vapo_gae"}
+    for name, wants in declared.items():
+        assert AlgoConfig(advantage=name).uses_critic is wants, name
+
+    def baseline(rewards: torch.Tensor, group_ids: torch.Tensor, *, values: torch.Tensor) -> torch.Tensor:
+        return rewards - values
+
+    monkeypatch.setitem(ADVANTAGES._items, "value_baseline", baseline)
+    monkeypatch.setitem(ADVANTAGES._primary, "value_baseline", "value_baseline")
+    assert AlgoConfig(advantage="value_baseline").uses_critic
+    assert not AlgoConfig(advantage="no_such_estimator").uses_critic

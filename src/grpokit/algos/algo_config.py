@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from .components import SLOTS, Component, component_keys, unused_message
 from .kl import KL_CONTROLLERS
-from .registry import GROUP_FILTERS, KL_PLACEMENTS, REFERENCES
+from .registry import ADVANTAGES, GROUP_FILTERS, KL_PLACEMENTS, REFERENCES
 
 
 @dataclass
@@ -121,7 +121,8 @@ class AlgoConfig:
 
     @property
     def uses_critic(self) -> bool:
-        return "gae" in self.advantage
+        """The advantage estimator declares a critic by taking `values` (GAE and its variants, docs/math.md §2, §11)."""
+        return self.advantage in ADVANTAGES and "values" in ADVANTAGES.takes(self.advantage)
 
     @property
     def needs_reference(self) -> bool:
