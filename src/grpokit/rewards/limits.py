@@ -22,7 +22,8 @@ class SandboxLimits:
     audit hook would confine files and the network (a program the reward runs, or ctypes, walks past it);
     by default user code is refused there (`worker.SandboxRefused`)."""
 
-    memory_mb: int = 2048
+    # a TRL training script used as a reward module imports trl, torch and datasets: ~2.9 GiB of address space
+    memory_mb: int = 4096
     cpu_s: float | None = None
     cpu_budget_s: float | None = None
     max_open_files: int = 256

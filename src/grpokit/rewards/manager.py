@@ -71,7 +71,7 @@ class RewardManager:
 
     `correctness` names the reward whose value is the accuracy (default: the first); names are the built-in
     name or, for `module:function`, the function name (the full spec when two would clash). `sandbox` sets the
-    worker's limits (`SandboxLimits()`: no network, 2 GiB, `timeout_s` CPU seconds per call, writes only in a
+    worker's limits (`SandboxLimits()`: no network, 4 GiB, `timeout_s` CPU seconds per call, writes only in a
     private directory; `None` runs the worker unconfined). A value beyond +-`max_abs_value` is a failure.
     `not_applicable` ("zero" or "exclude", `applicability.NOT_APPLICABLE`) is the reward of a sample every reward
     returned None for. A spec that is a local sequence-classification model directory is a reward model

@@ -158,7 +158,11 @@ def _load_target(spec: str, target: str, cwd: str | None = None) -> Callable[...
     except ValueError:
         raise
     except Exception as e:
-        raise ValueError(f"reward {spec!r}: importing {module!r} failed with {type(e).__name__}: {e}") from e
+        cause: BaseException | None = e
+        while cause is not None and not isinstance(cause, MemoryError):
+            cause = cause.__cause__ or cause.__context__
+        memory = " (out of memory: the reward sandbox allows 4 GiB of address space)" if cause is not None else ""
+        raise ValueError(f"reward {spec!r}: importing {module!r} failed with {type(e).__name__}: {e}{memory}") from e
     fn = getattr(mod, attr, None)
     if fn is None:
         public = sorted(k for k, v in vars(mod).items() if callable(v) and not k.startswith("_"))
