@@ -143,3 +143,13 @@ def test_a_reader_that_stops_reading_gets_no_traceback() -> None:
     p.stdout.close()
     err = p.stderr.read()
     assert p.wait(timeout=300) == 1 and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_the_report_says_not_applicable_too(tmp_path: Path) -> None:
+    from grpokit.monitor.report import make_report
+
+    (tmp_path / "run").mkdir()
+    html = make_report(short_trl_run(tmp_path / "run", 3), tmp_path / "report").read_text(encoding="utf-8")
+    assert "Not applicable (a single-turn log: no episode/* signal): malformed tool calls" in html
+    assert "too few steps to judge malformed tool calls" not in html
+    assert "too few steps to judge truncation" in html

@@ -68,6 +68,9 @@ def _diagnosis_html(diag: dict[str, Any]) -> list[str]:
     if diag["not_measurable"]:
         items = "".join(f"<li>{esc(k)}: needs {esc(', '.join(v))}</li>" for k, v in diag["not_measurable"].items())
         parts.append(f"<p>Not measurable from this log:</p><ul>{items}</ul>")
+    if diag.get("not_applicable"):
+        modes = esc(", ".join(diag["not_applicable"]))
+        parts.append(f"<p>Not applicable (a single-turn log: no episode/* signal): {modes}</p>")
     return parts
 
 
