@@ -105,6 +105,22 @@ def test_16_kl_coef_override_and_reward_placement():
     assert float(over) == pytest.approx(float(base) + 0.1 * m["actor/kl_loss"], rel=1e-12)
 
 
+def test_16_the_loss_placement_is_a_strategy_like_the_other_two(monkeypatch: pytest.MonkeyPatch):
+    """§16: compute_loss asks the chosen placement for its loss term; a placement registered under a new name that
+    puts the KL in the loss is used as `loss` is, with no method name tested."""
+    from grpokit.algos.kl_placement import KLPlacement
+    from grpokit.algos.registry import KL_PLACEMENTS
+
+    d = _data(2)
+    monkeypatch.setitem(KL_PLACEMENTS._items, "loss_again", KLPlacement)
+    monkeypatch.setitem(KL_PLACEMENTS._primary, "loss_again", "loss_again")
+    loss, m = compute_loss(_inputs(d, ref_logp=d["ref"]), AlgoConfig(kl_coef=0.5))
+    again, m2 = compute_loss(_inputs(d, ref_logp=d["ref"]), AlgoConfig(kl_coef=0.5, kl_placement="loss_again"))
+    assert float(again) == float(loss) and m2["actor/kl_loss"] == m["actor/kl_loss"] > 0
+    for name in ("reward", "reward_centered"):
+        assert KL_PLACEMENTS[name](AlgoConfig()).loss_term(d["logp"], d["ref"], d["mask"], None) is None
+
+
 def test_12_entropy_bonus_term():
     """§12: L -= c_H * Agg_tok(H) (token-mean over valid tokens even when the policy loss uses another mode);
     the gradient w.r.t. H is -c_H m / sum(m)."""

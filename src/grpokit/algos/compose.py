@@ -21,7 +21,7 @@ import torch
 from .aggregate import Denominators, aggregate
 from .algo_config import AlgoConfig
 from .correction import mismatch_stats
-from .kl import kl_estimate
+from .kl_placement import make_placement
 from .masked import masked_mean, masked_sum
 from .registry import ADVANTAGES, IS_CORRECTIONS, POLICY_LOSSES
 from .value import value_loss
@@ -139,9 +139,10 @@ def compute_loss(
     total, metrics = _policy_term(inputs, cfg, old, dens)
 
     beta = cfg.kl_coef if kl_coef is None else kl_coef
-    if beta > 0 and cfg.kl_placement == "loss" and inputs.ref_logp is not None:
-        kl = kl_estimate(inputs.logp, inputs.ref_logp, cfg.kl_estimator)
-        kl_loss = aggregate(kl, mask, cfg.loss_agg, denominators=dens["main"], l_norm=cfg.l_norm)
+    kl_loss = None
+    if beta > 0 and inputs.ref_logp is not None:  # the placement says whether the KL is a loss term
+        kl_loss = make_placement(cfg).loss_term(inputs.logp, inputs.ref_logp, mask, dens["main"])
+    if kl_loss is not None:
         total = total + beta * kl_loss
         metrics["actor/kl_loss"] = float(kl_loss.detach())
 

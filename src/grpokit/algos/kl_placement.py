@@ -1,8 +1,8 @@
 """Where the KL penalty to the reference enters the update, as registered strategies (docs/math.md §12, §16).
 
 `algo.kl_placement` picks one:
-* `loss` — beta Agg(k(theta)) is added to the loss by `algos.compute_loss` (GRPO, verl `use_kl_loss`); nothing
-  happens before the loss.
+* `loss` — beta Agg(k(theta)) is added to the loss (`loss_term`, which `algos.compute_loss` asks every placement
+  for: GRPO, verl `use_kl_loss`); nothing happens before the loss.
 * `reward` — r <- r - beta sg(k1) with pi_old vs pi_ref (PPO/InstructGPT, REINFORCE++, RLOO): per token for
   estimators that take token rewards (GAE, REINFORCE++ and its baseline variant), else the per-sequence sum
   subtracted from the scalar reward.
@@ -16,8 +16,9 @@ from typing import Protocol
 
 import torch
 
+from .aggregate import Denominators, aggregate
 from .algo_config import AlgoConfig
-from .kl import centered_sequence_kl, kl_reward_penalty, sequence_kl
+from .kl import centered_sequence_kl, kl_estimate, kl_reward_penalty, sequence_kl
 from .registry import ADVANTAGES, KL_PLACEMENTS
 
 
@@ -56,9 +57,26 @@ class KLPlacement:
     def advantages(self, b: KLBatch, adv: torch.Tensor, beta: float) -> torch.Tensor:
         return adv
 
+    def loss_term(
+        self, logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor, denominators: Denominators | None
+    ) -> torch.Tensor | None:
+        """Agg(k(theta)) with the recipe's estimator and aggregation (docs/math.md §16), which `compute_loss`
+        weighs by beta; None where the KL enters the rewards or advantages instead."""
+        kl = kl_estimate(logp, ref_logp, self.algo.kl_estimator)
+        return aggregate(kl, mask, self.algo.loss_agg, denominators=denominators, l_norm=self.algo.l_norm)
+
+
+class NotInLoss(KLPlacement):
+    """A placement that acts before the update: no loss term."""
+
+    def loss_term(
+        self, logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor, denominators: Denominators | None
+    ) -> torch.Tensor | None:
+        return None
+
 
 @KL_PLACEMENTS.register("reward")
-class KLInReward(KLPlacement):
+class KLInReward(NotInLoss):
     """r_t <- r_t - beta k1_t (per token), or R <- R - beta sum_t k1_t for scalar-reward estimators (docs/math.md
     §16)."""
 
@@ -74,7 +92,7 @@ class KLInReward(KLPlacement):
 
 
 @KL_PLACEMENTS.register("reward_centered")
-class CenteredKL(KLPlacement):
+class CenteredKL(NotInLoss):
     """T1 (docs/math.md §12): A <- A - beta (KL_seq,i - mean of its group), so the penalty does not shift the group
     mean."""
 
