@@ -95,7 +95,7 @@ class RewardConfig:
     interpreter, its packages, the system's libraries, the reward's own module, the data, the run directory and
     `sandbox_readable` (where Landlock is available; grpokit/rewards/readable.py); `sandbox_read=all` lets it
     read every file the user can (`~/.ssh` included). It gets only the environment variables of an allow-list
-    (grpokit/rewards/environment.py) and those `sandbox_env` names (exact names or patterns like `WANDB_*`).
+    (grpokit/rewards/env_vars.py) and those `sandbox_env` names (exact names or patterns like `WANDB_*`).
     Without Landlock, user reward and tool code is refused unless `sandbox_python_only=true` accepts Python-level
     checks alone.
     """

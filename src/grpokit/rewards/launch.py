@@ -19,7 +19,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from . import cgroups
-from .environment import worker_environment
+from .env_vars import worker_environment
 from .sandbox import SandboxLimits
 from .worker import WORKDIR_PREFIX, Boot, Table, WorkerSpec, describe_exception
 
@@ -55,7 +55,7 @@ class Worker:
             env = worker_environment(os.environ, limits.env, self.workdir)
             dropped = sum(1 for k in os.environ if k not in env)
             extra = f", plus {', '.join(limits.env)}" if limits.env else ""
-            report = f"allow-list (grpokit.rewards.environment{extra}), a fresh interpreter: {dropped} dropped"
+            report = f"allow-list (grpokit.rewards.env_vars{extra}), a fresh interpreter: {dropped} dropped"
         else:
             env, report = dict(os.environ), "the trainer's (no sandbox)"
         mine, there = socket.socketpair()

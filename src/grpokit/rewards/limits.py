@@ -17,7 +17,7 @@ class SandboxLimits:
     `read="limited"` (the default) lets the reward read only the interpreter, its packages, the system's
     libraries and programs, its own module, and the paths of `readable` (the trainer adds the data and the run
     directory), where Landlock is available (`readable.py`); `read="all"` lets it read every file the user can.
-    `env` names further environment variables it gets besides the allow-list (`environment.py`), exact names
+    `env` names further environment variables it gets besides the allow-list (`env_vars.py`), exact names
     or patterns such as "WANDB_*". `python_only=True` accepts a kernel without Landlock, where only a Python
     audit hook would confine files and the network (a program the reward runs, or ctypes, walks past it);
     by default user code is refused there (`worker.SandboxRefused`)."""

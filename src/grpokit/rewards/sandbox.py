@@ -1,7 +1,7 @@
 """The reward sandbox: what a reward worker process may do, enforced by the kernel where it can be.
 
 The worker is a fresh interpreter started with the allow-listed environment alone (`worker.py`,
-`environment.py`), so neither its memory nor the kernel's copy of its environment (`/proc/self/environ`) holds
+`env_vars.py`), so neither its memory nor the kernel's copy of its environment (`/proc/self/environ`) holds
 the trainer's secrets. `apply_sandbox` runs in it once, before any reward code, and `confine_files` then
 confines the process that serves the calls. In order:
 
@@ -34,7 +34,7 @@ confines the process that serves the calls. In order:
 5. **Unix sockets** (seccomp, without network): `socket(AF_UNIX)` and io_uring are denied, since a pathname
    socket reaches daemons outside any network namespace (a tmux or docker socket is a shell outside).
 6. **Secrets**: the interpreter starts with only the environment variables of an allow-list (what Python and
-   numeric libraries need, `environment.py`) and those named in `env`; credentials under any name are dropped.
+   numeric libraries need, `env_vars.py`) and those named in `env`; credentials under any name are dropped.
 7. **Parent death**: PR_SET_PDEATHSIG(SIGKILL) for the worker and every process it forks with `os.fork`, and a
    check that the parent is still the trainer (it may have died before the prctl). In its own user namespace
    the worker also starts a pid namespace whose pid 1 dies with it, taking every program the reward started
@@ -67,7 +67,7 @@ except ImportError:  # Windows: no sandbox (ProcessRunner runs the worker unconf
     resource = None  # type: ignore[assignment]
 
 from . import cgroups, landlock, linux
-from .environment import restrict_environment
+from .env_vars import restrict_environment
 from .limits import SandboxLimits, SandboxViolation
 
 CPU_BUDGET_CALLS = 20  # default lifetime CPU of a worker, in calls' allowances; then a fresh worker takes over

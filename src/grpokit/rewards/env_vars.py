@@ -81,4 +81,4 @@ def restrict_environment(passthrough: Iterable[str], workdir: str) -> str:
     os.environ.clear()
     os.environ.update(kept)
     extra = f", plus {', '.join(patterns)}" if patterns else ""
-    return f"allow-list (grpokit.rewards.environment{extra}): {len(dropped)} variables dropped"
+    return f"allow-list (grpokit.rewards.env_vars{extra}): {len(dropped)} variables dropped"
