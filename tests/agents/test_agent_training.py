@@ -123,3 +123,23 @@ def test_trl_environment_factory_tools_run_in_training(tmp_path: Path) -> None:
     assert '"name": "add"' in prompt and "<tool_call>" in prompt
     assert t.session.agent.schemas[0]["function"]["parameters"]["properties"]["n"]["type"] == "integer"
     t.session.close()
+
+
+EPISODE_REWARD = '''
+def turns_and_seen(completions, environments, **kwargs):
+    """TRL's multi-turn convention: each completion is the episode's messages; environments are the episodes'."""
+    assert all(isinstance(c, list) and c[0]["role"] == "assistant" for c in completions)
+    return [len(c) + 10.0 * env.seen for c, env in zip(completions, environments)]
+'''
+
+
+def test_trl_rewards_of_a_multi_turn_run_get_the_episode_and_its_environment(tmp_path: Path) -> None:
+    """In training, a TRL-style reward gets each episode's messages (policy turns and the environment's) as its
+    completion and the episode's environment in `environments` (issue 39; docs/agents.md)."""
+    (tmp_path / "episode_reward.py").write_text(EPISODE_REWARD)
+    t = trainer(tmp_path, "grpo", f"reward.functions=[{tmp_path / 'episode_reward.py'}:turns_and_seen]")
+    b = t.train_step().batch
+    env = torch.tensor([0.5 if e["ended_by"] == "answer" else 0.0 for e in b.episodes])
+    expected = torch.tensor([len(e["turns"]) + 10.0 * e["environment"]["seen"] for e in b.episodes])
+    torch.testing.assert_close(b.scores, expected + env)
+    t.session.close()
