@@ -2,7 +2,7 @@
 measured in the same run (the ratio, not the absolute, carries across machines).
 
     .venv/bin/python bench/cli_startup.py            # 5 runs each; median and max, seconds
-    .venv/bin/python bench/cli_startup.py --out docs/benchmarks_startup.md
+    .venv/bin/python bench/cli_startup.py --out startup.md   # the table as markdown
 
 The target (issue: commands that answer at once): `grpokit --help` under one second.
 """

@@ -1,4 +1,4 @@
-"""Shared-prompt computation (grpokit/training/prefix.py): the prompt computed once per group gives the same log-probs
+"""Shared-prompt computation (grpokit/models/prefix.py): the prompt computed once per group gives the same log-probs
 and gradients as separate full-sequence passes, with prompts of different lengths (left padding) in one batch."""
 
 from __future__ import annotations

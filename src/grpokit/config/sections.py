@@ -164,7 +164,7 @@ class TrainConfig:
 
 @dataclass
 class MonitorConfig:
-    """Detector thresholds, e.g. {entropy_collapse: {h_star: 0.5, patience: 50}} (see grpokit/monitor/detectors.py)."""
+    """Detector thresholds, e.g. {entropy_collapse: {h_star: 0.5, patience: 50}} (see grpokit/monitor/detectors/)."""
 
     thresholds: dict[str, Any] = field(default_factory=dict)
     # stop the run (final checkpoint, eval and model written as at the last step) once a detector reads the task

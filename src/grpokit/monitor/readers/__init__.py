@@ -40,7 +40,7 @@ match is only approximate.
 
 Modules: `names` (mapping tables), `values` (numbers out of logs), `canonical` (`RunLog`, mappers, the `Reader`
 interface), one module per format (`grpokit_run`, `trl_state`, `jsonl` (verl), `console` with `console_verl` /
-`console_trl` (and `monitor/readers_openrlhf.py`), `console_skyrl`, `console_nemo`, `console_prime`,
+`console_trl` (and `console_openrlhf`), `console_skyrl`, `console_nemo`, `console_prime`,
 `console_slime` (with `console_text`, what they share, and `names_more`, their tables), `wandb_export`,
 `tensorboard_events`), and `discovery` (the registry, the search of a path, `read_runs`).
 """
