@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 # what `make demo` needs and no more: torch and grpokit's core dependencies (no vLLM, triton, trackers or test
-# tools; README "Disk and install size" has the sizes). A machine with `make setup` done already has all of it.
+# tools; docs/install.md "Disk and install size" has the sizes). A machine with `make setup` done already has all of it.
 DEMO_STAMP := $(VENV)/.demo-installed
 $(DEMO_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
