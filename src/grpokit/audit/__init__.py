@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from .caller import MAX_TIMEOUTS
 from .checks import REPEATS, Z95, labeled_example, read_labeled, wilson
-from .command import cmd_audit_reward, register_cli
+from .command import cmd_audit_reward
 from .probes import PROBES, probe_example
 from .render import render
 from .report import SLOW_FRACTION, audit_reward
@@ -43,7 +43,6 @@ __all__ = [
     "labeled_example",
     "probe_example",
     "read_labeled",
-    "register_cli",
     "render",
     "wilson",
 ]

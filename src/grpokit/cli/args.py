@@ -1,6 +1,7 @@
 """The `grpokit` command line's grammar: one function per core subcommand that adds its parser, arguments and
-help to argparse's sub-parsers and returns it (`grpokit.cli` attaches the command that runs it). Subcommands of
-their own packages register themselves (`preflight`, `audit-reward`, `config from-trl/from-verl`).
+help to argparse's sub-parsers and returns it (`grpokit.cli` attaches the command that runs it). The grammar of the
+subcommands whose commands live in their own packages (`preflight`, `watch`, `audit-reward`, `config
+from-trl/from-verl`) is here too; `package_commands` attaches their commands.
 
 Every option has help text (tests/cli/test_cli_flags.py walks them all). `train` and `preflight` also take TRL's
 flag names (`--learning_rate`, `--num_generations`, ...), translated by meaning (`grpokit.cli.trl_flags`); the
@@ -177,14 +178,70 @@ def demo(sub: Any) -> Parser:
     return d
 
 
-def self_registering(sub: Any) -> None:
-    """Subcommands whose packages add their own parser and command."""
-    from ..audit import register_cli as register_audit
-    from ..config.compat.cli import register_cli as register_config
-    from ..monitor.watch import register_cli as register_watch
-    from ..preflight import register_cli as register_preflight
+def preflight(sub: Any) -> Parser:
+    p = sub.add_parser("preflight", help="measure the starting model on the data before training")
+    p.add_argument("--model", default="smollm2-135m-instruct", help="smollm2-135m-instruct, tiny, or a local dir")
+    p.add_argument("--task", default=None, help="built-in task (add1, add2, mul1, countdown) or a data file")
+    p.add_argument("--recipe", default="grpo", help="recipe whose rollout settings to use")
+    p.add_argument("--prompts", type=int, default=32, help="prompts to sample (default 32)")
+    p.add_argument("--group-size", type=int, default=None, help="samples per prompt (default: the recipe's)")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="new tokens per sample (default: the recipe's)")
+    p.add_argument("--out", default=None, help="output directory (default runs/preflight-<stamp>)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, repeatable")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    return p
 
-    register_preflight(sub)
-    register_watch(sub)
-    register_audit(sub)
-    register_config(sub)
+
+def watch(sub: Any) -> Parser:
+    w = sub.add_parser(
+        "watch",
+        help="follow a training log while it is written (verl, TRL, TensorBoard, OpenRLHF, grpokit) and raise alerts",
+    )
+    w.add_argument("path", help="the log file or run directory being written (it may not exist yet)")
+    w.add_argument("--interval", type=float, default=2.0, help="seconds between reads (default 2)")
+    w.add_argument("--idle-exit", type=float, default=None, metavar="S", help="stop after S seconds with no new row")
+    w.add_argument("--on-critical", default=None, metavar="CMD", help="shell command run once on the first critical")
+    w.add_argument("--notify", default=None, metavar="URL", help="Slack/Discord incoming webhook for each alert event")
+    w.add_argument("--run", default=None, metavar="NAME", help="the run to follow when PATH holds several")
+    return w
+
+
+def audit_reward(sub: Any) -> Parser:
+    from ..audit.probes import PROBES
+
+    p = sub.add_parser(
+        "audit-reward", help="test a reward function: equivalences, hacks, determinism, timeouts (exit 1 on issues)"
+    )
+    p.add_argument(
+        "--reward",
+        required=True,
+        help="built-in name, module:function, path.py:function, or a reward model directory (a local "
+        "*ForSequenceClassification model with safetensors weights: audited for noise against a verifier)",
+    )
+    p.add_argument("--labeled", default=None, help="JSONL with completion, answer (prompt), expected true/false")
+    p.add_argument("--kind", choices=sorted(PROBES), default="numeric", help="probe set (without --labeled)")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per call, as reward.timeout_s")
+    p.add_argument("--threshold", type=float, default=0.5, help="score counted as 'accepted' (labeled mode)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    return p
+
+
+def config(sub: Any) -> Parser:
+    c = sub.add_parser("config", help="write the grpokit config equivalent to a TRL GRPOConfig or verl config")
+    c.add_argument("action", choices=["from-trl", "from-verl"], help="the format of the sources")
+    c.add_argument("sources", nargs="+", help="from-trl: a YAML file; from-verl: YAML files and/or key=value overrides")
+    c.add_argument("--out", "-o", default=None, help="write the YAML here (default: stdout)")
+    return c
+
+
+def package_commands(sub: Any) -> None:
+    """The subcommands whose commands live in their own packages: each parser here, its `cmd_*` there."""
+    from ..audit.command import cmd_audit_reward
+    from ..config.compat.cli import cmd_config
+    from ..monitor.watch import cmd_watch
+    from ..preflight.command import cmd_preflight
+
+    preflight(sub).set_defaults(fn=cmd_preflight)
+    watch(sub).set_defaults(fn=cmd_watch)
+    audit_reward(sub).set_defaults(fn=cmd_audit_reward)
+    config(sub).set_defaults(fn=cmd_config)

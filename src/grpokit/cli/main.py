@@ -309,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
         (cli_args.evaluate, cmd_eval),
     ):
         add(sub).set_defaults(fn=fn)
-    cli_args.self_registering(sub)  # preflight, audit-reward, config
+    cli_args.package_commands(sub)  # preflight, watch, audit-reward, config
     cli_args.demo(sub).set_defaults(fn=cmd_demo)
     return p
 

@@ -40,7 +40,7 @@ def _own_options(args: argparse.Namespace) -> dict[str, str]:
 
     sub = argparse.ArgumentParser().add_subparsers(dest="command")
     grammar.train(sub)
-    grammar.self_registering(sub)  # preflight among them
+    grammar.package_commands(sub)  # preflight among them
     parser = sub.choices.get(getattr(args, "command", None))
     defaults = {attr: parser.get_default(attr) for attr in DIRECT} if parser is not None else {}
     out = {}

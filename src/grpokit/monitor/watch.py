@@ -178,17 +178,3 @@ def cmd_watch(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as e:
         print(safe_text(f"error: {e}"), file=sys.stderr)
         return EXIT_BAD_INPUT
-
-
-def register_cli(sub: Any) -> None:
-    w = sub.add_parser(
-        "watch",
-        help="follow a training log while it is written (verl, TRL, TensorBoard, OpenRLHF, grpokit) and raise alerts",
-    )
-    w.add_argument("path", help="the log file or run directory being written (it may not exist yet)")
-    w.add_argument("--interval", type=float, default=2.0, help="seconds between reads (default 2)")
-    w.add_argument("--idle-exit", type=float, default=None, metavar="S", help="stop after S seconds with no new row")
-    w.add_argument("--on-critical", default=None, metavar="CMD", help="shell command run once on the first critical")
-    w.add_argument("--notify", default=None, metavar="URL", help="Slack/Discord incoming webhook for each alert event")
-    w.add_argument("--run", default=None, metavar="NAME", help="the run to follow when PATH holds several")
-    w.set_defaults(fn=cmd_watch)

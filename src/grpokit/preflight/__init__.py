@@ -23,10 +23,7 @@ from ..common.lazy import lazy_exports
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "command": (
-            "cmd_preflight",
-            "register_cli",
-        ),
+        "command": ("cmd_preflight",),
         "estimates": (
             "CACHE_FRACTION",
             "GROUP_SIZES",

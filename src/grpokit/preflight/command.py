@@ -7,7 +7,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 
 def _progress(line: str) -> None:
@@ -38,19 +37,3 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     else:
         print(render(report))
     return 0
-
-
-def register_cli(sub: Any) -> argparse.ArgumentParser:
-    """Add the `preflight` subcommand to an argparse sub-parsers object."""
-    p = sub.add_parser("preflight", help="measure the starting model on the data before training")
-    p.add_argument("--model", default="smollm2-135m-instruct", help="smollm2-135m-instruct, tiny, or a local dir")
-    p.add_argument("--task", default=None, help="built-in task (add1, add2, mul1, countdown) or a data file")
-    p.add_argument("--recipe", default="grpo", help="recipe whose rollout settings to use")
-    p.add_argument("--prompts", type=int, default=32, help="prompts to sample (default 32)")
-    p.add_argument("--group-size", type=int, default=None, help="samples per prompt (default: the recipe's)")
-    p.add_argument("--max-new-tokens", type=int, default=None, help="new tokens per sample (default: the recipe's)")
-    p.add_argument("--out", default=None, help="output directory (default runs/preflight-<stamp>)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, repeatable")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.set_defaults(fn=cmd_preflight)
-    return p

@@ -96,11 +96,3 @@ def dropped(found: Any, data: dict[str, Any], fmt: str) -> list[str]:
         ]
         out.append(f"{what} ({'; '.join(why)})")
     return out
-
-
-def register_cli(sub: Any) -> None:
-    c = sub.add_parser("config", help="write the grpokit config equivalent to a TRL GRPOConfig or verl config")
-    c.add_argument("action", choices=["from-trl", "from-verl"], help="the format of the sources")
-    c.add_argument("sources", nargs="+", help="from-trl: a YAML file; from-verl: YAML files and/or key=value overrides")
-    c.add_argument("--out", "-o", default=None, help="write the YAML here (default: stdout)")
-    c.set_defaults(fn=cmd_config)
