@@ -48,15 +48,21 @@ def nothing_left(run_dir: Path, steps: int) -> str | None:
     if path is None or (read_outcome(Path(run_dir)) or {}).get("status") != "completed":
         return None
     try:
-        step = int(read_state(path)["step"])
+        state = read_state(path)
     except CheckpointError:  # unreadable: the restore moves it aside and says so
         return None
+    step = int(state["step"])
     if step < steps:
         return None
+    further = (
+        f"start a new run from its weights with --model {Path(run_dir) / 'final'} (its checkpoint holds the model "
+        "only: train.save_only_model=false keeps a finished run continuable)"
+        if state.get("model_only")
+        else f"grpokit train --resume {run_dir} --steps N with N > {step}"
+    )
     return (
         f"grpokit: nothing left to train: {run_dir} has trained {step} steps (checkpoint {path.name}), "
-        f"train.steps is {steps}; nothing was trained, saved or evaluated. To train further: "
-        f"grpokit train --resume {run_dir} --steps N with N > {step}"
+        f"train.steps is {steps}; nothing was trained, saved or evaluated. To train further: {further}"
     )
 
 
