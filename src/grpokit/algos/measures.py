@@ -4,7 +4,6 @@ docs/math.md §17 (pure torch, NaN for empty sets). The training step's signals 
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -106,10 +105,6 @@ def reward_signals(rewards: torch.Tensor, accuracy: torch.Tensor) -> dict[str, f
         mn.REWARD_ACCURACY: float(accuracy[ok].double().mean()) if r.numel() else NAN,
         mn.REWARD_VALID_FRAC: float(ok.double().mean()) if ok.numel() else NAN,
     }
-
-
-def finite_or_nan(x: float) -> float:
-    return x if isinstance(x, float) and math.isfinite(x) else NAN
 
 
 def reward_consistency_signals(

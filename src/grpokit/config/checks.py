@@ -10,7 +10,6 @@ before the run starts: the run goes on exactly as configured.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +32,6 @@ class Finding:
     message: str
 
 
-Check = Callable[[Any], "Finding | None"]
 CHECKS = Registry("config check")
 
 

@@ -34,7 +34,6 @@ ARCHITECTURE_SUFFIX = "ForSequenceClassification"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 DEFAULT_BATCH_SIZE = 16
 DEFAULT_BATCH_TOKENS = 8192  # padded tokens per forward: 16 texts of 512 tokens, or fewer longer ones
-MODEL_DEVICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
 
 
 def is_reward_model_spec(spec: str) -> bool:
@@ -73,7 +72,7 @@ def check_reward_model_dir(spec: str) -> str:
 
 
 def check_model_device(device: str) -> str:
-    """`device` when it is one of `MODEL_DEVICES` (`cuda:N` with a number); else ValueError naming
+    """`device` when it is auto, cpu, cuda, cuda:N (N a number) or mps; else ValueError naming
     `reward.model_device`, the value and the choices."""
     if re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", str(device)):
         return device

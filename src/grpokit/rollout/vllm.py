@@ -181,8 +181,6 @@ class VLLMEngine:
         self.tokenizer = tokenizer
         self.pad_id, self.eos_ids = special_ids(model, tokenizer)
         self.sleep = sleep and torch.cuda.is_available()
-        self.start_seconds = 0.0
-        self.sync_seconds = 0.0
         self.llm = (
             llm
             if llm is not None
@@ -230,7 +228,6 @@ class VLLMEngine:
         _env_for_cpu(kv_cache_gib)
         from vllm import LLM
 
-        t0 = time.perf_counter()
         info = DistInfo.detect()
         with _start_dir(info) as d:
             if info.local_rank == 0:  # one copy per machine, read by every rank of it
@@ -257,20 +254,17 @@ class VLLMEngine:
                     raise
                 raise start_error(e, model) from None
             barrier(info)  # every rank has read the weights before the directory goes
-        self.start_seconds = time.perf_counter() - t0
         return llm
 
     # ------------------------------------------------------------------------------------------ weights
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         """Push the learner's current weights into vLLM, then drop every cached key/value block."""
-        t0 = time.perf_counter()
         if self.sleep:
             self.llm.wake_up()
         weights = [(n, t.to(torch.float32) if t.dtype == torch.float64 else t) for n, t in hf_weights(model)]
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})
         self.llm.reset_prefix_cache()
-        self.sync_seconds += time.perf_counter() - t0
 
     def release(self) -> None:
         """GPU sleep mode: free weights and KV cache while the learner updates (no-op on CPU)."""
