@@ -13,10 +13,7 @@ Prompts are split as in `critic_probe.py` (fit = `--fit-prompts` train pairs; he
 whole test split); `fresh` is new samples of the fit prompts (held-out rollouts of prompts the critic has seen, as
 in training). Also printed: EV on the fit buffer and the AUC of V at each sequence's last token.
 
-Measured (seed 0, defaults; fit acc 0.19, held-out 0.26, fresh 0.17; rollouts sampled in chunks of 4 prompts by an
-earlier version of `rollouts`, so a fresh cache draws other samples): EV on the buffer rose 0.14 -> 0.48,
-on fresh samples 0.04 -> -0.07 and on held-out prompts 0.04 -> 0.00, with the last-token AUC 0.75-0.83 throughout.
-The critic ranks final states but does not generalise the per-token value from 480 rollouts of 60 prompts.
+What it measured: docs/benchmarks.md, "A value model fitted offline".
 
 Run from the repository root, one torch job at a time (about 20 CPU minutes on 2 cores for 6 epochs: 145 s each):
 

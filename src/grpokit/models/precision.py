@@ -2,28 +2,12 @@
 the forward/backward), ``bf16`` (pure bf16 weights) and ``auto``, the fastest choice that trains correctly on
 the device.
 
-Measured on the development machine (2-core Intel Xeon VM with AVX-512 but neither AVX512-BF16 nor AMX,
-torch 2.13 CPU, transformers 5.23, ``torch.set_num_threads(2)``, SmolLM2-135M). The VM was shared with other
-jobs, so each figure is the best steady-state run (after a warm-up) and contended runs were slower still:
+The figures this choice rests on (a 2-core Xeon without bf16 arithmetic: bf16 about 4x slower than fp32, both
+training correctly) are in docs/benchmarks.md, "bf16 on a CPU without bf16 arithmetic".
 
-* one forward+backward, ``[32, 128]`` tokens, labels = inputs: fp32 14.8 s (15-21 s), bf16-autocast 59 s
-  (59-72 s), pure bf16 58 s (58-85 s) — bf16 is about 4x *slower* than fp32 on this CPU.
-* ``generate``, 32 sequences x 48 new tokens (left-padded chat prompts, batch ``[32, 46]``): fp32 greedy 6.2 s,
-  sampled 8.3 s; pure bf16 greedy 17.6 s, sampled 25.7 s; fp32 weights under bf16 autocast greedy 19 s.
-* a forward+backward on ``[8, 128]`` real-text tokens against fp32: bf16-autocast loss relative error 1.3e-3,
-  gradient relative error ||g - g32|| / ||g32|| = 1.6e-2 (cosine 0.9999); pure bf16 loss 1.0e-3, gradient
-  2.6e-2 (cosine 0.9997). Both train correctly; bf16-autocast keeps fp32 master weights and optimizer updates,
-  so it is the bf16 mode that ``auto`` picks where bf16 is fast.
-* a 256x576 @ 576x1536 matmul: fp32 ~7 ms, bf16 ~16 ms.
-
-Hence ``auto`` = ``bf16-autocast`` on CUDA (fp32 on GPUs without bf16) and on CPUs that have bf16 arithmetic
+So ``auto`` = ``bf16-autocast`` on CUDA (fp32 on GPUs without bf16) and on CPUs that have bf16 arithmetic
 (AMX / AVX512-BF16 flags) where a bf16 matmul measures clearly faster than fp32, otherwise ``fp32``
-(:func:`cpu_bf16_decision`: flags first, then a probe with a margin no machine load flips). Method: the converted model
-loaded with ``AutoModelForCausalLM.from_pretrained(dir, dtype=...)``; training step =
-``model(input_ids=ids, labels=ids).loss.backward()`` in train mode (inside
-``torch.autocast("cpu", dtype=torch.bfloat16)`` for bf16-autocast); generation =
-``model.generate(**enc, max_new_tokens=48, min_new_tokens=48, do_sample=...)``
-under ``torch.inference_mode()``.
+(:func:`cpu_bf16_decision`: flags first, then a probe with a margin no machine load flips).
 """
 
 from __future__ import annotations

@@ -5,9 +5,8 @@ one worker process per `RewardManager`: a fresh interpreter (`worker.py`: exec, 
 trainer, so it holds none of the trainer's memory or environment) started with the allow-listed environment.
 A call is one pickled message over a pipe and one JSON reply (`wire.py`: the trainer never unpickles what the
 worker sends); the parent waits with `poll(timeout)`, and on timeout kills the worker's whole process group
-(SIGKILL) and starts a fresh one on the next call. Measured on 2 CPU cores with 32 completions
-(`bench/reward_sandbox.py`): a round trip takes 0.2 ms, sandboxed or not; a worker starts in 80-100 ms (its own
-interpreter, plus ~25 ms for the sandbox); in-process, exact_numeric + format take 0.5 ms and countdown 0.8 ms.
+(SIGKILL) and starts a fresh one on the next call. What a call and a worker start cost: docs/benchmarks.md, "The
+reward worker".
 Functions given in Python are sent with cloudpickle and unpickled by the worker once its sandbox is in place; reward
 *specs* (`module:function`, `file.py:function`) and tool specs are imported and inspected by the worker itself,
 and never in the trainer (a module's top-level code runs confined, like its calls); the worker reports each
