@@ -29,7 +29,8 @@ from .advantages import (
     value_targets,
 )
 from .aggregate import Denominators, aggregate
-from .compose import AlgoConfig, LossInputs, compute_advantages, compute_loss, loss_denominators
+from .algo_config import AlgoConfig
+from .compose import LossInputs, compute_advantages, compute_loss, loss_denominators
 from .correction import is_weights, mismatch_stats
 from .entropy import EntropyCoef, entropy_from_logits, logprobs_and_entropy
 from .kl import (

@@ -11,7 +11,8 @@ import torch
 
 from ... import algos
 from ... import metric_names as mn
-from ...algos.compose import AlgoConfig, compute_advantages
+from ...algos.algo_config import AlgoConfig
+from ...algos.compose import compute_advantages
 from ...algos.kl_placement import KLPlacement
 from ...algos.reference import Reference
 from ...models.forward import completion_forward

@@ -11,7 +11,7 @@ import torch
 from ... import algos
 from ... import metric_names as mn
 from ...algos import measures
-from ...algos.compose import AlgoConfig
+from ...algos.algo_config import AlgoConfig
 from ...data import Example
 from ...rewards import RewardManager
 from ...rollout import RolloutOutput

@@ -17,7 +17,8 @@ import torch
 from ... import algos
 from ... import metric_names as mn
 from ...algos.aggregate import Denominators
-from ...algos.compose import AlgoConfig, LossInputs, compute_loss, loss_denominators
+from ...algos.algo_config import AlgoConfig
+from ...algos.compose import LossInputs, compute_loss, loss_denominators
 from ...algos.reference import Reference
 from ...models.forward import completion_forward
 from ...parallel.distributed import DistInfo, all_gather_objects, all_reduce_grads, all_reduce_sum, any_rank
