@@ -44,7 +44,7 @@ def _compare(model, tok, settings: dict, seed: int, stop_ids: list[int] = ()) ->
         "same_tokens": bool(torch.equal(a.completion_ids, b.completion_ids)),
         "logp_diff": float((a.sampler_logp - b.sampler_logp).abs().max()),
         "lengths": b.lengths.tolist(),
-        "buckets_used": sorted(r for r, _ in engines["static"].static.caches),
+        "buckets_used": sorted(key[0] for key in engines["static"].static.caches),
         "min_new_tokens_held": bool((b.lengths >= settings.get("min_new_tokens", 0)).all()),
     }
 
@@ -158,3 +158,44 @@ def test_continued_rows_draw_the_eager_tokens() -> None:
         outs.append(eng.continue_rows(prompts, [0, 1, 1], tails, SamplingParams(max_new_tokens=7, top_k=40)))
     assert torch.equal(outs[0].completion_ids, outs[1].completion_ids)
     torch.testing.assert_close(outs[0].sampler_logp, outs[1].sampler_logp, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.trains
+@pytest.mark.parametrize("precision", ["fp32", "bf16-autocast"])
+def test_a_run_with_static_decode_trains_as_the_eager_run(tmp_path, precision: str) -> None:
+    """rollout.decode=static through the trainer, 3 steps of the tiny model. fp32: the same completions as eager, so
+    the rewards, lengths and losses logged are the eager run's. bf16 autocast: the static cache holds the values in
+    bf16 as the step computes them, where the eager cache promotes them to its fp32 keys' dtype, so the draws part
+    after a rounding; what must hold is that the sampler's log-probs are the learner's as closely as eager's are."""
+    from tiny_config import tiny_overrides
+
+    from grpokit.config import build_config
+    from grpokit.training import Trainer, fit
+
+    logs = {}
+    for mode in ("eager", "static"):
+        changes = ("train.steps=3", f"rollout.decode={mode}", f"model.precision={precision}")
+        cfg = build_config("grpo", overrides=tiny_overrides(*changes))
+        run_dir = tmp_path / mode
+        fit(Trainer(cfg, run_dir), None)
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        logs[mode] = [_learned(r) for r in rows if "reward/mean" in r]
+    assert len(logs["eager"]) == 3 and "actor/loss" in logs["eager"][0], logs
+    if precision == "fp32":
+        for a, b in zip(logs["eager"], logs["static"], strict=True):
+            assert a.keys() == b.keys()
+            for k in a:
+                assert b[k] == pytest.approx(a[k], rel=1e-4, abs=1e-6), (k, logs)
+        return
+    eager = max(r["mismatch/abs_diff_max"] for r in logs["eager"])
+    static = max(r["mismatch/abs_diff_max"] for r in logs["static"])
+    assert len(logs["static"]) == 3 and static <= max(2 * eager, 0.05), (eager, static)
+
+
+def _learned(row: dict) -> dict:
+    """What a step learned and drew (rewards, lengths, the update's losses), without timings."""
+    keep = ("reward/", "length/", "actor/", "entropy", "mismatch/")
+    return {
+        k: v for k, v in row.items() if k.startswith(keep) and not k.endswith("seconds") and isinstance(v, float | int)
+    }

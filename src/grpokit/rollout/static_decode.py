@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from transformers import StaticCache
+from transformers import DynamicCache, StaticCache
 
 from .sampling import draw_step
 
@@ -33,6 +33,18 @@ def buckets(n: int) -> list[int]:
         out.append(b)
         b *= 2
     return sorted(set(out), reverse=True)
+
+
+class DtypeProbe(DynamicCache):
+    """A dynamic cache that keeps the first layer's key and value states as the model hands them over (a dynamic
+    cache's own storage promotes bf16 values to its fp32 keys' dtype)."""
+
+    first: tuple[torch.Tensor, torch.Tensor]
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+        if layer_idx == 0:
+            self.first = (key_states, value_states)
+        return super().update(key_states, value_states, layer_idx, *args, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -62,7 +74,7 @@ class StaticDecoder:
         self.decoder, self.head, self.config = decoder, head, config
         self.autocast = autocast
         self.check_every = check_every
-        self.caches: dict[tuple[int, int], StaticCache] = {}
+        self.caches: dict[tuple[int, int], StaticCache] = {}  # (rows, length)
         self.graphs = graphs
         self.step = self._step
         if graphs:
@@ -88,13 +100,22 @@ class StaticDecoder:
             logits = self.head(h)
         return draw_step(logits, u, ban_eos, s.eos, s.temperature, s.top_k, s.top_p)
 
-    def cache(self, rows: int, max_len: int, like: torch.Tensor) -> StaticCache:
-        """The bucket's cache, allocated once per shape and reset (length 0) for a new rollout."""
+    def cache(self, rows: int, max_len: int, device: torch.device) -> StaticCache:
+        """The bucket's cache, allocated once per shape, its keys and values in the dtypes a step writes, seen by
+        one probe step (under autocast the values are bf16 while the rotary-embedded keys stay fp32; transformers'
+        own lazy allocation gives both the keys' dtype). A prefix is cast as it is loaded."""
         key = (rows, max_len)
         if key not in self.caches:
+            probe, seen = torch.zeros((1, 1), dtype=torch.long, device=device), DtypeProbe()
+            with self.autocast():
+                self.decoder(input_ids=probe, position_ids=probe, past_key_values=seen, use_cache=True)
             c = StaticCache(config=self.config, max_cache_len=max_len)
-            heads, dim = like.shape[1], like.shape[3]
-            c.early_initialization(rows, heads, dim, like.dtype, like.device)
+            k, v = seen.first
+            c.early_initialization(rows, k.shape[1], k.shape[3], k.dtype, device)
+            for layer in c.layers:
+                if layer.values.dtype != v.dtype:
+                    layer.values = layer.values.to(v.dtype)
+                    torch._dynamo.mark_static_address(layer.values)  # as transformers marks its own buffers
             self.caches[key] = c
         return self.caches[key]
 
@@ -109,8 +130,7 @@ class StaticDecoder:
 
     def move(self, src: StaticCache, rows: int, max_len: int, sel: torch.Tensor) -> StaticCache:
         """The bucket cache of `rows` rows holding src's rows `sel` [rows]."""
-        like = src.layers[0].keys
-        dst = self.cache(rows, max_len, like)
+        dst = self.cache(rows, max_len, src.layers[0].keys.device)
         for d, s in zip(dst.layers, src.layers, strict=True):
             d.keys.copy_(s.keys.index_select(0, sel))
             d.values.copy_(s.values.index_select(0, sel))
@@ -142,7 +162,7 @@ class StaticDecoder:
         tok, lp = draw_step(logits, uniforms[0], ban, eos, s.temperature, s.top_k, s.top_p)
         out_ids[:n, 0], out_lp[:n, 0] = tok, lp
         finished = torch.isin(tok, eos)
-        cache = self.cache(n, max_len, prefix[0][0])
+        cache = self.cache(n, max_len, device)
         if any(getattr(layer, "is_sliding", False) for layer in cache.layers):
             raise ValueError("rollout.decode=static: the model has sliding-window layers; set rollout.decode=eager")
         self.load(cache, prefix, width)
