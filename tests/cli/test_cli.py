@@ -89,6 +89,26 @@ def test_train_tiny_then_resume_then_eval(tmp_path: Path) -> None:
     assert 0.0 <= res["eval/accuracy"] <= 1.0 and res["eval/n"] == 4
 
 
+def test_a_finished_run_keeps_the_model_only_and_is_not_continued_silently(tmp_path: Path) -> None:
+    """The default (train.save_only_model unset): a finished run's last checkpoint holds the model only. `--resume`
+    says there is nothing left to train and points to `--model RUN/final`; `--resume --steps 2`, which would need the
+    optimizer state, is refused in one line before the run is claimed: its recorded end stays as it was."""
+    sets = ["rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=4", "data.eval_size=2"]
+    small = [x for s in sets for x in ("--set", s)]
+    out = grpokit("train", "--model", "tiny", "--steps", "1", "--out", str(tmp_path), "--name", "run", *small)
+    assert out.returncode == 0, out.stderr
+    run = tmp_path / "run"
+    assert not (run / "checkpoints" / "step_1" / "trainer_state" / "optimizer.pt").exists()
+    ended = (run / "outcome.json").read_text()
+    out = grpokit("train", "--resume", str(run))
+    assert out.returncode == 0, out.stderr
+    assert "nothing left to train" in out.stdout and f"--model {run / 'final'}" in out.stdout
+    out = grpokit("train", "--resume", str(run), "--steps", "2")
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert "step_1 holds the model only" in out.stderr and "train.save_only_model=false" in out.stderr
+    assert (run / "outcome.json").read_text() == ended
+
+
 def test_missing_model_path_is_clear(tmp_path: Path) -> None:
     out = grpokit("train", "--model", str(tmp_path / "nope"), "--out", str(tmp_path), "--steps", "1")
     assert out.returncode != 0

@@ -4,7 +4,10 @@
   schedules of eval/saving, the learning rate, thresholds, `SAFE_KEYS`) is honoured and printed as a diff; keys
   that change the model, the data or the algorithm, and `--model/--recipe/--task/--config/--seed` that differ
   from the run's, are refused with the reason (the checkpoint would not match them).
-- No checkpoint yet: refused (restarting at step 0 would duplicate the rows already logged).
+- No checkpoint yet: refused (restarting at step 0 would duplicate the rows already logged). A newest checkpoint that
+  holds the model only, short of `train.steps` (a finished run asked for more steps): refused, before the claim, in
+  one line naming `--model` and `train.save_only_model=false`. A completed run at its `train.steps`: nothing left to
+  train (`grpokit.training.run.nothing_left`), said, and nothing changed.
 - The run is claimed for the resume as a new run claims its directory (`grpokit.run.directory.claim_existing_run`): a
   second `--resume` of a run that is still training is refused; a claim left by a dead process is taken over.
 - `--output-dir`, `--out` or `--name` naming another directory than the resumed one are refused (the run stays
