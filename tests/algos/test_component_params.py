@@ -215,7 +215,14 @@ def test_readme_public_api_still_works():
     loss_tok, metrics = algos.get_policy_loss("ppo_clip")(logp, old_logp, adv, mask, eps_low=0.2, eps_high=0.28)
     loss = algos.aggregate(loss_tok, mask, "token-mean")
     assert algos.kl_estimate(logp, old_logp, "k3").shape == (4, 3) and loss.requires_grad and "clipfrac_high" in metrics
-    assert set(algos.list_methods()) == {"advantage", "policy_loss", "aggregation", "kl_estimator", "is_correction"}
+    assert set(algos.list_methods()) == {
+        "advantage",
+        "policy_loss",
+        "aggregation",
+        "kl_estimator",
+        "is_correction",
+        "group_filter",
+    }
 
 
 # ------------------------------------------------------------------------------------------ recipes show

@@ -77,6 +77,7 @@ def list_methods() -> dict[str, dict[str, str]]:
         "aggregation": AGGREGATIONS.describe(),
         "kl_estimator": KL_ESTIMATORS.describe(),
         "is_correction": IS_CORRECTIONS.describe(),
+        "group_filter": GROUP_FILTERS.describe(),
     }
 
 

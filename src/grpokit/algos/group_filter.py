@@ -95,10 +95,11 @@ class KeepAll(GroupFilter):
 
 @GROUP_FILTERS.register("dynamic_sampling")
 class DynamicSampling(GroupFilter):
-    """DAPO dynamic sampling (docs/math.md §5): each round samples ceil(ds_oversample x prompts) prompts (verl's
-    gen_batch_size; its DAPO example over-samples 3x), keeps groups whose filter metric has population std > 0 (or
-    G = 1), and draws again until `prompts` groups are kept (at most `max_gen_rounds` rounds, verl's
-    max_num_gen_batches = 10), then takes the first `prompts`.
+    """DAPO dynamic sampling (docs/math.md §5): train on groups whose filter metric varies, drawn until full.
+
+    Each round samples ceil(ds_oversample x prompts) prompts (verl's gen_batch_size; its DAPO example over-samples
+    3x), keeps groups whose filter metric has population std > 0 (or G = 1), and draws again until `prompts` groups
+    are kept (at most `max_gen_rounds` rounds, verl's max_num_gen_batches = 10), then takes the first `prompts`.
 
     Not full after `max_gen_rounds` rounds: by default (`ds_shortfall="error"`, DAPO's pseudo-code in docs/math.md
     §5, and verl) raise DynamicSamplingError naming the cause (solved or too hard) and the fix. `"partial"` is an
@@ -169,9 +170,10 @@ def shortfall_message(n_kept: int, prompts: int, cfg: AlgoConfig, metrics: dict[
 
 @GROUP_FILTERS.register("gpg")
 class GPGResampling(GroupFilter):
-    """GPG threshold (docs/math.md §6): while the valid-group fraction (B-M)/B of what was drawn is below
-    `gpg_threshold`, draw again (at most `max_gen_rounds`); assemble valid groups first, topped up with
-    degenerate groups to `prompts` groups."""
+    """GPG resampling (docs/math.md §6): draw again while too few groups are valid; valid groups first.
+
+    While the valid-group fraction (B-M)/B of what was drawn is below `gpg_threshold`, draw again (at most
+    `max_gen_rounds`); assemble valid groups first, topped up with degenerate groups to `prompts` groups."""
 
     def __init__(self, prompts: int, algo: AlgoConfig) -> None:
         super().__init__(prompts, algo)
