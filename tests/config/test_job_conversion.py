@@ -366,3 +366,24 @@ def test_open_r1_recipe_trains_in_bf16_with_the_reward_module_command(tmp_path: 
     assert (saved["model"]["dtype"], saved["model"]["precision"]) == ("bfloat16", "bf16")
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines() if x.strip()]
     assert [r["step"] for r in rows if "reward/mean" in r] == [1, 2]
+
+
+def test_config_from_trl_on_the_open_r1_recipe_with_its_reward_module(tmp_path: Path) -> None:
+    out = tmp_path / "r.yaml"
+    cmd = [
+        sys.executable,
+        "-m",
+        "grpokit.cli",
+        "config",
+        "from-trl",
+        str(DEEPSEEK),
+        "--reward-module",
+        "open_r1.rewards",
+    ]
+    env = {**ENV, "PYTHONPATH": str(OPEN_R1_SRC)}
+    proc = subprocess.run([*cmd, "-o", str(out)], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    written = yaml.safe_load(out.read_text())
+    assert (written["model"]["dtype"], written["model"]["precision"]) == ("bfloat16", "bf16")
+    assert written["reward"]["functions"][2] == "open_r1.rewards:tag_count_reward"
+    assert "# note: torch_dtype: bfloat16 with bf16: true: TRL loads the weights in bf16" in out.read_text()

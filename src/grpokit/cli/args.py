@@ -231,6 +231,7 @@ def config(sub: Any) -> Parser:
     c.add_argument("action", choices=["from-trl", "from-verl"], help="the format of the sources")
     c.add_argument("sources", nargs="+", help="from-trl: a YAML file; from-verl: YAML files and/or key=value overrides")
     c.add_argument("--out", "-o", default=None, help="write the YAML here (default: stdout)")
+    reward_module(c)  # from-trl: where a recipe's reward_funcs names live, as on grpokit train
     return c
 
 

@@ -72,10 +72,10 @@ def _fail(command: str, message: str) -> None:
 
 def apply_trl_flags(args: argparse.Namespace, extra: list[str]) -> None:
     """Translate the TRL flags among `extra` (and `args.reward_module`) into `args.set`; exit 2 on a bad one."""
-    module = getattr(args, "reward_module", None)
+    command = getattr(args, "command", "")
+    module = getattr(args, "reward_module", None) if command in TAKES_TRL_FLAGS else None  # config from-trl: its own
     if not extra and not module:
         return
-    command = getattr(args, "command", "")
     if command not in TAKES_TRL_FLAGS:
         _fail(command, f"unrecognized arguments: {' '.join(extra)}")
     from ..config import Config, all_keys

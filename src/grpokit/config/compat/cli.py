@@ -42,6 +42,10 @@ def cmd_config(args: argparse.Namespace) -> int:
 
     fmt = args.action.removeprefix("from-")
     data, label = _read(fmt, args.sources)
+    if getattr(args, "reward_module", None):
+        if fmt != "trl":
+            raise ConfigError("--reward-module names where a TRL recipe's reward_funcs live: it is for from-trl")
+        data["reward_module"] = args.reward_module
     try:
         found = translate(data, label, set(all_keys(Config())), fmt=fmt, strict=False)
     except ValueError as e:
