@@ -78,7 +78,8 @@ def test_the_loss_covers_policy_tokens_only_and_trains_on_exactly_the_sampled_id
     eng = engine(smol, lambda: wrap_environment(Echo(3), parse_hermes, 1000))
     prompts = [prompt_ids(tok, "Name a color in one word."), prompt_ids(tok, "Name an animal in one word.")]
     torch.manual_seed(0)
-    out = eng.generate(prompts, SamplingParams(n=3, max_new_tokens=24))
+    sampling = SamplingParams(n=3, max_new_tokens=24)
+    out = eng.generate(prompts, sampling)
     assert len(out.episodes) == 6 and out.prompt_index.tolist() == [0, 0, 0, 1, 1, 1]
     multi = [i for i, e in enumerate(out.episodes) if e["ended_by"] == "answer"]
     assert multi, [e["ended_by"] for e in out.episodes]
@@ -98,7 +99,7 @@ def test_the_loss_covers_policy_tokens_only_and_trains_on_exactly_the_sampled_id
     # the learner's log-probs of every policy token, with the environment's tokens in its context, are the
     # sampler's: the ids trained on are the ids sampled, in the positions they were sampled at
     b = from_rollout(out, torch.zeros(6), torch.zeros(6), 0, [0, 1], eng.pad_id)
-    lp, _, _ = score_pass(model, b, micro_batch_size=8, temperature=1.0, autocast=contextlib.nullcontext)
+    lp, _, _ = score_pass(model, b, micro_batch_size=8, sampling=sampling, autocast=contextlib.nullcontext)
     m = b.raw_mask.bool()
     assert torch.isfinite(lp[m]).all()
     torch.testing.assert_close(lp[m], out.sampler_logp[m], atol=2e-3, rtol=0)
