@@ -143,3 +143,17 @@ def test_trl_rewards_of_a_multi_turn_run_get_the_episode_and_its_environment(tmp
     expected = torch.tensor([len(e["turns"]) + 10.0 * e["environment"]["seen"] for e in b.episodes])
     torch.testing.assert_close(b.scores, expected + env)
     t.session.close()
+
+
+def test_trls_2048_environment_and_its_reward_train_unchanged(tmp_path: Path) -> None:
+    """TRL's examples/scripts/grpo_2048.py, vendored byte for byte: its Game2048Env as agent.environment (TRL's
+    environment_factory) and its reward_score(environments, **kwargs) as the reward: each episode's reward is its
+    game's score (issue 39; docs/agents.md)."""
+    pytest.importorskip("peft")
+    game = Path(__file__).parents[1] / "fixtures" / "conventions" / "trl" / "grpo_2048.py"
+    t = trainer(tmp_path, "grpo", f"agent.environment={game}:Game2048Env", f"reward.functions=[{game}:reward_score]")
+    b = t.train_step().batch
+    scores = torch.tensor([float(e["environment"]["score"]) for e in b.episodes])
+    torch.testing.assert_close(b.scores, scores)  # no get_reward(): the environment adds nothing itself
+    assert all(len(e["environment"]["board"]) == 4 for e in b.episodes)
+    t.session.close()
