@@ -16,6 +16,7 @@ from tiny_config import tiny_overrides
 
 from grpokit.config import build_config
 from grpokit.training import Trainer
+from grpokit.training.evaluation import evaluate
 
 pytestmark = pytest.mark.slow
 
@@ -71,24 +72,27 @@ def _kk_rows() -> list[dict]:
     return rows
 
 
-def _two_steps(tmp_path: Path, rows: list[dict], scorer: str) -> list[dict[str, float]]:
+def _two_steps(tmp_path: Path, rows: list[dict], scorer: str) -> tuple[list[dict[str, float]], dict[str, float]]:
+    """The metrics of two training steps, and of an evaluation after them (the probe's mean is the accuracy)."""
     data = tmp_path / "train.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp_path / "probe.py").write_text(PROBE)
-    rewards = f"[{scorer},{tmp_path / 'probe.py'}:sees_the_prompt]"
+    rewards = f"[{tmp_path / 'probe.py'}:sees_the_prompt,{scorer}]"  # the probe first: it is the accuracy
     overrides = tiny_overrides(
-        f"data.task={data}", f"reward.functions={rewards}", "reward.weights=[1,0]", "train.steps=2"
+        f"data.task={data}", f"reward.functions={rewards}", "reward.weights=[0,1]", "train.steps=2"
     )
     cfg = build_config("grpo", overrides=[*overrides, "reward.verl_solution_str=prompt+response"])
     t = Trainer(cfg, tmp_path / "run")
     try:
-        return [t.train_step().metrics for _ in range(2)]
+        steps = [t.train_step().metrics for _ in range(2)]
+        return steps, evaluate(t.session, seed=1)
     finally:
         t.session.close()
 
 
 def test_tinyzero_countdown_trains_two_steps_given_prompt_and_response(tmp_path: Path) -> None:
-    steps = _two_steps(tmp_path, _countdown_rows(), f"{FIX / 'tinyzero' / 'countdown.py'}:compute_score")
+    steps, held_out = _two_steps(tmp_path, _countdown_rows(), f"{FIX / 'tinyzero' / 'countdown.py'}:compute_score")
+    assert held_out["eval/accuracy"] == 1.0  # evaluation gives the scorers the prompt as the model saw it too
     for m in steps:
         assert m["reward/fail_frac"] == 0.0 and m["reward/sees_the_prompt_mean"] == 1.0
         # the tiny model writes no <answer>: TinyZero's 0 (0.1 for a well-formed wrong one, 1 for a right one)
@@ -96,7 +100,7 @@ def test_tinyzero_countdown_trains_two_steps_given_prompt_and_response(tmp_path:
 
 
 def test_simplerl_knights_and_knaves_trains_two_steps_given_prompt_and_response(tmp_path: Path) -> None:
-    steps = _two_steps(tmp_path, _kk_rows(), f"{FIX / 'simplerl' / 'kk.py'}:compute_score")
+    steps, _ = _two_steps(tmp_path, _kk_rows(), f"{FIX / 'simplerl' / 'kk.py'}:compute_score")
     for m in steps:
         assert m["reward/fail_frac"] == 0.0 and m["reward/sees_the_prompt_mean"] == 1.0
         # no <think>/<answer> structure from the tiny model: kk.py's format penalty, -1, for every completion

@@ -9,7 +9,7 @@ import types
 import torch
 
 from .. import metric_names as mn
-from .phases.scoring import completion_id_lists
+from .phases.scoring import completion_id_lists, prompt_id_lists
 from .session import Session
 
 EVAL_SEED_STRIDE = 7919  # Trainer.evaluate seeds step s's evaluation with train.seed + 7919 * (s + 1)
@@ -37,7 +37,14 @@ def evaluate(session: Session, n_samples: int = 1, *, seed: int = 0, step: int |
     if step is None:
         step = max(0, (seed - session.cfg.train.seed) // EVAL_SEED_STRIDE - 1)
     state = types.SimpleNamespace(global_step=step, max_steps=session.cfg.train.steps)
-    res = session.rewards.score(out.texts, examples, completion_ids=completion_id_lists(out), trainer_state=state)
+    res = session.rewards.score(
+        out.texts,
+        examples,
+        completion_ids=completion_id_lists(out),
+        trainer_state=state,
+        prompt_ids=prompt_id_lists(out),  # as in training: a scorer given the prompt sees the same text
+        episodes=out.episodes,
+    )
     acc = torch.tensor(res.accuracy, dtype=torch.float64).nan_to_num(0.0)
     return {
         **pass_at_k(out.prompt_index, acc >= 0.5),
