@@ -77,18 +77,19 @@ def test_vf_coef_is_not_a_config_key() -> None:
 
 
 @pytest.mark.parametrize(
-    ("old", "new"),
+    ("old", "hint"),
     [
-        ("train.epochs=3", "Did you mean 'train.ppo_epochs'"),
-        ("algo.dynamic_sampling=true", ""),
+        ("train.epochs=3", " Did you mean 'train.ppo_epochs'?"),
+        ("algo.dynamic_sampling=true", ""),  # nothing in algo is close: no hint rather than a wrong one
         ("train.keep_checkpoints=1", ""),
     ],
 )
-def test_grpokits_own_old_key_names_are_unknown_keys(old: str, new: str) -> None:
+def test_grpokits_own_old_key_names_are_unknown_keys(old: str, hint: str) -> None:
     """grpokit's own renamed keys are not translated (0.1.0 has no users to keep them for): the old name is an
-    unknown key."""
-    with pytest.raises(ConfigError, match=rf"unknown config key {old.split('=')[0]!r}.*{new}"):
+    unknown key, and a did-you-mean is offered only where a key of the same section is close by its own name."""
+    with pytest.raises(ConfigError) as e:
         build_config("grpo", overrides=[old])
+    assert str(e.value) == f"unknown config key {old.split('=')[0]!r}.{hint}"
 
 
 def test_gpg_threshold_alone_does_not_pick_the_group_filter() -> None:

@@ -41,10 +41,16 @@ def all_keys(cfg: Config) -> list[str]:
 
 
 def key_hint(key: str, valid: list[str]) -> str:
-    """Did-you-mean: TRL's and verl's names first (`learning_rate` -> train.lr), else the closest grpokit key."""
+    """Did-you-mean: TRL's and verl's names first (`learning_rate` -> train.lr), else the closest grpokit key; in a
+    known section the closest key of that section by its own name, so a shared `algo.` prefix suggests nothing."""
     from .compat import foreign_hint
 
-    return foreign_hint(key) or did_you_mean(key, valid)
+    section, _, name = key.partition(".")
+    same = [k.partition(".")[2] for k in valid if k.startswith(section + ".")]
+    if not same or not name:
+        return foreign_hint(key) or did_you_mean(key, valid)
+    close = difflib.get_close_matches(name, same, n=1, cutoff=0.6)
+    return foreign_hint(key) or (f" Did you mean {section + '.' + close[0]!r}?" if close else "")
 
 
 def set_key(cfg: Config, dotted: str, value: Any) -> None:
