@@ -100,3 +100,19 @@ def test_a_module_found_in_the_working_directory_still_cannot_read_beside_it(tmp
     if reading != "landlock":
         pytest.skip("no Landlock here: reads are not confined")
     assert rewards.strip() == "[0.0]", out.stdout
+
+
+@pytest.mark.slow
+def test_train_finds_the_reward_module_beside_it(tmp_path: Path) -> None:
+    """The README's command, run from the folder holding my_rewards.py, with no PYTHONPATH: 2 steps."""
+    folder = _folder(tmp_path)
+    tiny = ["model.name=tiny", "rollout.prompts_per_step=2", "rollout.group_size=4", "rollout.max_new_tokens=6"]
+    tiny += ["train.eval_every=0", "train.save_every=0", "data.eval_size=4"]
+    cmd = [GRPOKIT, "train", "--steps", "2", "--out", "runs", "--set", "reward.functions=[my_rewards:accuracy_reward]"]
+    cmd += [arg for kv in tiny for arg in ("--set", kv)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=folder, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    [run] = (folder / "runs").iterdir()
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if '"reward/mean"' in x]
+    assert [r["step"] for r in rows] == [1, 2] and all(r["reward/fail_frac"] == 0.0 for r in rows)
+    assert all("reward/accuracy_reward_mean" in r for r in rows)
