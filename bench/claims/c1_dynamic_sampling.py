@@ -57,7 +57,6 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.out)
     base = [*common.SMALL_BATCH, f"train.lr={args.lr}", "train.save_every=0", "train.eval_every=4"]
-    base = [s for s in base if not s.startswith("algo.dynamic_sampling")]
     n = args.steps_g8
     # label -> (directory stem, recipe, steps, overrides); dynamic sampling's steps assume ~3 rounds of 3x prompts
     arm_sets = {
