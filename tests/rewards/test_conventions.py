@@ -264,3 +264,13 @@ def test_the_docs_table_has_a_row_for_each_test_here() -> None:
     named = re.findall(r"test_conventions\.py::(test_\w+)", table)
     rows = {n for n in globals() if n.startswith("test_") and n.split("_")[1] in ("trl", "verl", "openrlhf", "open")}
     assert set(named) >= rows and all(n in globals() for n in named), (sorted(rows), named)
+
+
+def test_a_wrong_verl_solution_str_is_a_config_error() -> None:
+    from grpokit.config import build_config
+
+    with pytest.raises(
+        Exception, match=r"reward.verl_solution_str='prompt' is invalid: use response .* prompt\+response"
+    ):
+        build_config("grpo", overrides=["reward.verl_solution_str=prompt"])
+    assert build_config("grpo", overrides=["reward.verl_solution_str=prompt+response"]).reward.verl_solution_str

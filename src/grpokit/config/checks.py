@@ -123,6 +123,22 @@ def _reward_not_applicable(cfg: Any) -> Finding | None:
     return None
 
 
+@CHECKS.register("reward_verl_solution_str")
+def _reward_verl_solution_str(cfg: Any) -> Finding | None:
+    """reward.verl_solution_str is what a verl compute_score gets (grpokit/rewards/callers.py SOLUTION_STR)."""
+    from ..rewards.callers import SOLUTION_STR
+
+    v = cfg.reward.verl_solution_str
+    if v in SOLUTION_STR:
+        return None
+    return Finding(
+        "error",
+        "reward.verl_solution_str",
+        f"reward.verl_solution_str={v!r} is invalid: use response (verl today) or prompt+response (the decoded "
+        "prompt, then the response: TinyZero, and verl before its reward-manager change)",
+    )
+
+
 @CHECKS.register("reward_model_device")
 def _reward_model_device(cfg: Any) -> Finding | None:
     """reward.model_device is auto, cpu, cuda, cuda:N or mps (grpokit/rewards/reward_model.py)."""
