@@ -20,7 +20,7 @@ Robustness rules every detector follows (a property test feeds them random and d
 Modules: `base` (Alert, Detector, Windowed, the registry), `rows` (reading rows, step windows), `context`
 (which fixes can act), one module per failure family (`collapse`, `explosion`,
 `kl_drift`, `length`, `short_batch`, `ratios`,
-`reward`, `numerical`, `saturation`, `staleness`, `episodes`, `divergence`; importing them registers their
+`reward`, `numerical`, `saturation`, `staleness`, `episodes`, `forecast`, `divergence`; importing them registers their
 detectors, in this order) and `runner` (`Monitor`, `rank`). `divergence` needs the weights, so it fires on live runs
 only.
 """
@@ -52,6 +52,7 @@ from .numerical import Numerical
 from .saturation import Saturation
 from .staleness import StaleSampler
 from .episodes import EnvTokenShare, EpisodeLimits, MalformedToolCalls, ToolFailures
+from .forecast import EntropyForecast, KLForecast, ZeroVarianceForecast
 from .divergence import Divergence
 # isort: on
 
@@ -65,9 +66,11 @@ __all__ = [
     "Divergence",
     "EntropyCollapse",
     "EntropyExplosion",
+    "EntropyForecast",
     "EnvTokenShare",
     "EpisodeLimits",
     "KLDrift",
+    "KLForecast",
     "LengthBias",
     "MalformedToolCalls",
     "Monitor",
@@ -81,6 +84,7 @@ __all__ = [
     "ToolFailures",
     "Truncation",
     "Windowed",
+    "ZeroVarianceForecast",
     "accuracy_now",
     "rank",
     "register",
