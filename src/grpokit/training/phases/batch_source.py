@@ -23,7 +23,6 @@ again: its first step samples synchronously, and the prompts of the batch in fli
 from __future__ import annotations
 
 import copy
-import functools
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,7 +37,7 @@ from ...algos.group_filter import GroupFilter
 from ...config import ConfigError
 from ...rewards import RewardResult
 from ...rollout import RolloutEngine
-from ...rollout.hf import SharedPrefixSampler, sample_tokens
+from ...rollout.hf import SharedPrefixSampler
 from ..batch import Batch
 from ..timer import Timer
 from .scoring import merge_round_metrics
@@ -116,12 +115,12 @@ class Synchronous:
 def sampler_engine(session: Any, seed: int) -> Any:
     """The sampler: the `hf` engine on a frozen copy of the learner's policy, drawing from its own seeded random
     stream (its draws do not depend on how its thread interleaves with the learner's); running episodes in a
-    multi-turn run."""
+    multi-turn run. It decodes eagerly whatever rollout.decode says: CUDA graphs captured in its thread while the
+    learner runs kernels in another would be captured with the learner's work."""
     model = copy.deepcopy(session.model).requires_grad_(False)
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
-    draw = functools.partial(sample_tokens, generator=generator)
-    engine = SharedPrefixSampler(model, session.tokenizer, autocast=session.autocast, draw=draw)
+    engine = SharedPrefixSampler(model, session.tokenizer, autocast=session.autocast, generator=generator)
     return engine if session.agent is None else session.agent.wrap(engine, session.data, session.cfg.data)
 
 
