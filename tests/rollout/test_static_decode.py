@@ -199,3 +199,27 @@ def _learned(row: dict) -> dict:
     return {
         k: v for k, v in row.items() if k.startswith(keep) and not k.endswith("seconds") and isinstance(v, float | int)
     }
+
+
+def test_a_capture_that_fails_decodes_on_without_graphs_and_says_so(caplog) -> None:
+    """Where graph capture raises (a model torch.compile cannot take), the rollout goes on with the static step,
+    the cache put back where the failed step found it, and one warning names rollout.decode=graphs."""
+    model, tok = load_model_and_tokenizer("tiny")
+    params = SamplingParams(n=4, max_new_tokens=10, top_k=20)
+    outs = []
+    for broken in (False, True):
+        eng = SharedPrefixSampler(model, tok, decode="static", generator=torch.Generator().manual_seed(4))
+        if broken:
+            static = eng.static_decoder()
+
+            def fails(cache, *args):
+                for layer in cache.layers:  # a capture that got as far as writing the cache
+                    layer.cumulative_length.add_(1)
+                raise RuntimeError("capture failed\nwith a second line")
+
+            static.graphs, static.step = True, fails
+        with caplog.at_level("WARNING"):
+            outs.append(eng.generate(_prompts(tok, 2), params))
+    assert torch.equal(outs[0].completion_ids, outs[1].completion_ids)
+    warned = [r.getMessage() for r in caplog.records if "rollout.decode=graphs" in r.getMessage()]
+    assert len(warned) == 1 and "RuntimeError: capture failed" in warned[0] and "\n" not in warned[0]

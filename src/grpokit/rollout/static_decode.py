@@ -15,13 +15,17 @@ against the eager loop of `hf.py`.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache, StaticCache
 
+from ..common.safe_text import safe_text
 from .sampling import draw_step
+
+log = logging.getLogger(__name__)
 
 LENGTH_QUANTUM = 128  # cache lengths are rounded up to a multiple of this, so prompts of any width share graphs
 
@@ -128,6 +132,26 @@ class StaticDecoder:
             layer.values[: v.shape[0], :, :length].copy_(v[:, :, :length])
             layer.cumulative_length.fill_(length)
 
+    def call_step(self, length: int, cache: StaticCache, *args: object) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step; graphed, a copy of its outputs (a replay overwrites the previous replay's). Where capture
+        fails, the run goes on without graphs, said once, the cache put back at `length` positions first."""
+        if not self.graphs:
+            return self.step(cache, *args)
+        torch.compiler.cudagraph_mark_step_begin()
+        try:
+            new, lp = self.step(cache, *args)
+        except Exception as e:  # noqa: BLE001  (torch.compile and graph capture raise many kinds)
+            log.warning(
+                "grpokit: rollout.decode=graphs could not capture the decode step (%s); decoding on without graphs, "
+                "as rollout.decode=static does",
+                safe_text(f"{type(e).__name__}: {e}", limit=300),
+            )
+            self.graphs, self.step = False, self._step
+            for layer in cache.layers:
+                layer.cumulative_length.fill_(length)
+            return self._step(cache, *args)
+        return new.clone(), lp.clone()
+
     def move(self, src: StaticCache, rows: int, max_len: int, sel: torch.Tensor) -> StaticCache:
         """The bucket cache of `rows` rows holding src's rows `sel` [rows]."""
         dst = self.cache(rows, max_len, src.layers[0].keys.device)
@@ -186,11 +210,7 @@ class StaticDecoder:
             pos = pos + 1
             ban.fill_(t < params.min_new_tokens)
             u = uniforms[t].index_select(0, rows.clamp(max=n - 1))
-            if self.graphs:  # a replay overwrites the previous replay's outputs: keep copies
-                torch.compiler.cudagraph_mark_step_begin()
-            new, lp = self.step(cache, tok[:, None], mask, pos, u, ban, s)
-            if self.graphs:
-                new, lp = new.clone(), lp.clone()
+            new, lp = self.call_step(width + t - 1, cache, tok[:, None], mask, pos, u, ban, s)
             out_ids[rows, t] = torch.where(finished, pad_id, new)
             out_lp[rows, t] = torch.where(finished, 0.0, lp)
             finished = finished | torch.isin(new, eos)
