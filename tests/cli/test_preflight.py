@@ -104,7 +104,7 @@ def test_preflight_tiny_model_report(tmp_path: Path) -> None:
 
 def test_preflight_cli(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "grpokit.cli", "preflight", "--model", "tiny", "--data", "add1", "--prompts", "2",
+        [sys.executable, "-m", "grpokit.cli", "preflight", "--model", "tiny", "--task", "add1", "--prompts", "2",
          "--group-size", "4", "--max-new-tokens", "4", "--out", str(tmp_path / "pf"), "--json"],
         capture_output=True, text=True, env=ENV, timeout=300,
     )  # fmt: skip
@@ -148,7 +148,7 @@ def test_a_busy_machine_is_recorded_and_said() -> None:
 
 def test_preflight_talks_times_training_rounds_and_prints_the_train_command(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "grpokit.cli", "preflight", "--model", "tiny", "--data", "add1", "--prompts", "5",
+        [sys.executable, "-m", "grpokit.cli", "preflight", "--model", "tiny", "--task", "add1", "--prompts", "5",
          "--out", str(tmp_path / "pf"), *sum((["--set", o] for o in TINY), [])],
         capture_output=True, text=True, env=ENV, timeout=300,
     )  # fmt: skip
