@@ -34,8 +34,8 @@ def test_bf16_autocast_step_is_close_to_fp32_on_the_same_batch(tmp_path: Path) -
         for p in trainer.model.parameters():
             p.add_(0.02 * torch.randn_like(p))
     torch.manual_seed(0)
-    b = trainer.draw({})
-    trainer.advantages(b, {})
+    b = trainer.draw()
+    trainer.advantages(b)
     weights = copy.deepcopy(trainer.model.state_dict())
     opt = copy.deepcopy(trainer.optimizer.state_dict())
     out = {}
@@ -43,7 +43,7 @@ def test_bf16_autocast_step_is_close_to_fp32_on_the_same_batch(tmp_path: Path) -
         trainer.model.load_state_dict(weights)
         trainer.optimizer.load_state_dict(opt)
         trainer.precision = resolve_precision(name, "cpu")
-        out[name] = trainer.update(copy.deepcopy(b), {})
+        out[name] = trainer.update(copy.deepcopy(b))
     trainer.rewards.close()
     f32, bf = out["fp32"], out["bf16-autocast"]
     for key in ("actor/loss", "actor/kl_loss", "train/grad_norm"):
