@@ -15,7 +15,15 @@ and for each alert that starts, escalates or clears it
 * shows it where TRL's `report_to` trackers show runs: a `grpokit/alerts_active` scalar and the alert as text in
   TensorBoard, `wandb.alert` + the run summary in W&B, a tag and a text artifact in MLflow;
 * posts it to `notify` (a Slack/Discord incoming webhook URL; `grpokit.monitor.notify`);
-* with `stop_on="critical"` (or `"warning"`), asks the Trainer to save a checkpoint and stop cleanly.
+* with `stop_on="critical"` (or `"warning"`), asks the Trainer to save a checkpoint and stop cleanly (a forecast,
+  a warning about a failure still ahead, never stops the run);
+* with `autopilot=True`, applies the alert's actions TRL can take mid-run (learning rate, `beta`, sampling
+  temperature, `epsilon_high`, `entropy_coef`; `grpokit.integrations.trl_autopilot`) and refuses the others in one
+  line each, logging every one to `<output_dir>/grpokit_interventions.jsonl`. `actions={"kl_drift":
+  ["algo.kl_coef*=2"]}` replaces a detector's own actions (most name switches TRL reads only when it is built).
+
+Forecasts (`grpokit.monitor.detectors.forecast`: entropy, zero-variance groups, KL trending toward a failure) are
+detectors like the others: they print as a forecast block with their trend (slope, fit window, R^2, horizon).
 """
 
 from __future__ import annotations
@@ -29,10 +37,13 @@ from typing import Any
 from transformers import TrainerCallback
 
 from ..common.safe_text import safe_text
-from ..monitor.detectors import SEVERITY_RANK, Alert, Monitor
+from ..monitor.detectors import DETECTORS, SEVERITY_RANK, Alert, Monitor
+from ..monitor.detectors.forecast import Trend
 from ..monitor.doctor.knobs import equivalents
 from ..monitor.notify import Notifier
 from ..monitor.readers.canonical import canonical_row
+from ..training.autopilot import Bounds
+from .trl_autopilot import TrlAutopilot, check_actions, find_trainer
 
 STOP_LEVELS = ("critical", "warning")
 
@@ -87,14 +98,34 @@ def latest_completions(output_dir: str | Path, n: int = 3) -> list[dict[str, Any
     return rows
 
 
+def is_forecast(alert: dict[str, Any]) -> bool:
+    """A forecast's alert: a failure ahead, fitted as a trend (`grpokit.monitor.detectors.forecast`)."""
+    cls = DETECTORS.get(alert.get("detector"))
+    return isinstance(cls, type) and issubclass(cls, Trend)
+
+
+def trend_line(ev: dict[str, Any]) -> str:
+    """A forecast's evidence in words: the fitted line, its window and fit, where it is now and when it crosses."""
+    first, last = ev.get("fit_window", ["?", "?"])
+    return (
+        f"  trend: {ev.get('signal')} slope {ev.get('slope_per_step')}/step fitted over steps {first}-{last}, "
+        f"R^2 {ev.get('r2')}, now {ev.get('now')}, threshold {ev.get('threshold')}, horizon ~{ev.get('horizon_steps')} "
+        "steps"
+    )
+
+
 def block(alert: dict[str, Any], event: str) -> str:
     """The printed text of one alert event, with TRL's names for the fix."""
     sev = alert["severity"].upper() if alert["severity"] == "critical" else alert["severity"]
     if event == "cleared":
         return f"[grpokit] {alert['mode']} cleared at step {alert['cleared_at']}"
-    lines = [f"[grpokit] {sev}: {alert['mode']} (step {alert['step']}, confirmed at {alert['fired_at']})"]
-    lines.append(f"  {alert['message']}")
-    lines.append("  evidence: " + ", ".join(f"{k}={v}" for k, v in alert["evidence"].items()))
+    if is_forecast(alert):
+        lines = [f"[grpokit] FORECAST ({sev}): {alert['mode']} (step {alert['fired_at']})", f"  {alert['message']}"]
+        lines.append(trend_line(alert["evidence"]))
+    else:
+        lines = [f"[grpokit] {sev}: {alert['mode']} (step {alert['step']}, confirmed at {alert['fired_at']})"]
+        lines.append(f"  {alert['message']}")
+        lines.append("  evidence: " + ", ".join(f"{k}={v}" for k, v in alert["evidence"].items()))
     lines.append(f"  fix: {alert['fix']}")
     if alert.get("in_trl"):
         lines.append("  in TRL: " + "; ".join(f"{k} -> {v}" for k, v in alert["in_trl"].items()))
@@ -103,8 +134,22 @@ def block(alert: dict[str, Any], event: str) -> str:
     return "\n".join(lines)
 
 
+def intervention_block(step: int, alert: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """The printed text of the autopilot's answer to one alert: one line per action, applied or refused."""
+    lines = [f"[grpokit] autopilot at step {step}, on {alert['mode']} ({alert['severity']}):"]
+    for r in rows:
+        if r["kind"] == "intervention":
+            lines.append(f"  applied {r['action']}: {r['trl']} {r['before']:g} -> {r['after']:g} ({r['note']})")
+        else:
+            lines.append(f"  refused {r['action']}: {r['why']}; for the next run, in GRPOConfig: {r['next_run']}")
+    return "\n".join(lines)
+
+
 class HealthCallback(TrainerCallback):
-    """grpokit's detectors on a TRL `GRPOTrainer`'s logged metrics, live. See the module docstring."""
+    """grpokit's detectors on a TRL `GRPOTrainer`'s logged metrics, live. See the module docstring.
+
+    `autopilot=True` needs the trainer: it is found when training begins (the trainer that calls this callback),
+    or given by `health.bind(trainer)`. `bounds` (`grpokit.training.autopilot.Bounds`) limits what it changes."""
 
     def __init__(
         self,
@@ -112,9 +157,19 @@ class HealthCallback(TrainerCallback):
         notify: str | None = None,
         thresholds: dict[str, dict[str, Any]] | None = None,
         out: Any = None,
+        autopilot: bool = False,
+        actions: dict[str, list[str]] | None = None,
+        bounds: Bounds | None = None,
     ) -> None:
         if stop_on is not None and stop_on not in STOP_LEVELS:
             raise ValueError(f"HealthCallback(stop_on={stop_on!r}): use one of {STOP_LEVELS} or None")
+        if actions and not autopilot:
+            raise ValueError("HealthCallback(actions=...) without autopilot=True: nothing would apply them; add it")
+        check_actions(actions or {}, DETECTORS)
+        self.autopilot_on, self.actions, self.bounds = autopilot, dict(actions or {}), bounds
+        self.autopilot: TrlAutopilot | None = None
+        self.trainer: Any = None
+        self.interventions: list[dict[str, Any]] = []
         self.stop_on = stop_on
         self.notifier = Notifier(notify) if notify else None
         self.thresholds = thresholds or {}
@@ -127,9 +182,20 @@ class HealthCallback(TrainerCallback):
 
     # ------------------------------------------------------------------------------------- Trainer events
 
+    def bind(self, trainer: Any) -> HealthCallback:
+        """The trainer the autopilot changes (found by itself when training begins); returns the callback."""
+        self.trainer = trainer
+        if self.autopilot is not None:
+            self.autopilot.trainer = trainer
+        return self
+
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         self.context = trl_context(args, model)
         self.monitor = Monitor(self.context, self.thresholds)
+        if self.autopilot_on:
+            self.autopilot = TrlAutopilot(args, self.bounds, self.actions)
+            self.autopilot.trainer = self.trainer if self.trainer is not None else find_trainer(self)
+            self.autopilot.see(kwargs.get("optimizer"), kwargs.get("lr_scheduler"))
         self.output_dir = Path(args.output_dir)
         self.report_to = list(getattr(args, "report_to", None) or [])
         # beside TRL's own TensorBoard run (transformers: $TENSORBOARD_LOGGING_DIR, else <output_dir>/runs/<stamp>)
@@ -148,7 +214,11 @@ class HealthCallback(TrainerCallback):
             self._emit(event, alert, step)
         if self.notifier is not None and changed:
             self.notifier.update(self.monitor.alerts)
-        worst = [a for e, a in changed if e != "cleared" and self._stops(a["severity"])]
+        if self.autopilot is not None:
+            self.autopilot.see(kwargs.get("optimizer"), kwargs.get("lr_scheduler"))
+            for alert in [a for e, a in changed if e == "onset"]:
+                self._intervene(step, alert)
+        worst = [a for e, a in changed if e != "cleared" and self._stops(a["severity"]) and not is_forecast(a)]
         if worst and self.stopped_at is None:
             self.stopped_at = step
             control.should_save = True
@@ -195,6 +265,28 @@ class HealthCallback(TrainerCallback):
         if completions := latest_completions(self.output_dir):
             a["completions"] = completions
         return a
+
+    def _intervene(self, step: int, alert: dict[str, Any]) -> None:
+        """The autopilot's answer to an alert that just started: applied and refused actions, printed and logged;
+        the detectors' context then holds the values now in force."""
+        assert self.autopilot is not None
+        rows = self.autopilot.react(step, alert)
+        if not rows:
+            return
+        self.interventions.extend(rows)
+        print(safe_text(intervention_block(step, alert, rows), limit=None, multiline=True), file=self.out, flush=True)
+        with open(self.output_dir / "grpokit_interventions.jsonl", "a", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps(r, default=str) + "\n")
+        mirrors = {
+            "algo.kl_coef": "kl_coef",
+            "rollout.temperature": "temperature",
+            "algo.eps_high": "eps_high",
+            "algo.entropy_coef": "entropy_coef",
+        }  # the detectors' context names (`trl_context`)
+        for r in rows:
+            if r["kind"] == "intervention" and r["key"] in mirrors:
+                self.context[mirrors[r["key"]]] = r["after"]
 
     def _emit(self, event: str, alert: dict[str, Any], step: int) -> None:
         self.events.append((event, alert))
