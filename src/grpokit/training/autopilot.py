@@ -58,6 +58,7 @@ class Autopilot:
         self.bounds = bounds or Bounds()
         self.log: list[dict[str, Any]] = []
         self.pending: list[dict[str, Any]] = []
+        self.unable: set[str] = set()  # the failure modes it said it could not act on (once each)
 
     def _bounded(self, key: str, value: Any) -> Any:
         b = self.bounds
@@ -92,13 +93,14 @@ class Autopilot:
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps: the interventions made (they count against the budget) and pending follow-ups."""
-        return {"log": list(self.log), "pending": list(self.pending)}
+        return {"log": list(self.log), "pending": list(self.pending), "unable": sorted(self.unable)}
 
     def load_state_dict(self, state: dict[str, Any]) -> list[Change]:
         """Restore after `--resume`; returns every intervention's change, for the trainer to apply again
         (config.yaml holds the values the run started with)."""
         self.log = list(state.get("log", []))
         self.pending = list(state.get("pending", []))
+        self.unable = set(state.get("unable", []))
         changes = []
         for row in self.log:
             m = ACTION_RE.match(str(row.get("action", "")).replace(" ", ""))
@@ -120,6 +122,7 @@ class Autopilot:
             self.pending.remove(p)
         trial = copy.deepcopy(self.cfg)
         for alert in alerts:
+            made = len(changes)
             for action in alert.actions:
                 if len(self.log) >= self.bounds.max_interventions:
                     break
@@ -140,7 +143,29 @@ class Autopilot:
                 self.log.append(row)
                 self.pending.append(row)
                 rows.append(row)
+            if len(changes) == made and alert.severity in ("warning", "critical") and alert.mode not in self.unable:
+                self.unable.add(alert.mode)
+                rows.append(self.unable_row(step, alert))
         return rows, changes
+
+    def unable_row(self, step: int, alert: Alert) -> dict[str, Any]:
+        """An alert the autopilot made no change for: why, and what it would need (the alert's fix)."""
+        if not alert.actions:
+            why = "none of its fixes is a config change the autopilot can make during the run"
+        elif len(self.log) >= self.bounds.max_interventions:
+            why = f"its budget of {self.bounds.max_interventions} interventions is spent"
+        else:
+            why = (
+                f"its changes ({', '.join(alert.actions)}) are in force already or outside the train.autopilot_* bounds"
+            )
+        return {
+            "kind": "unable",
+            "step": step,
+            "mode": alert.mode,
+            "reason": f"{alert.mode}: {alert.message}",
+            "why": why,
+            "needs": alert.fix,
+        }
 
 
 def write_rows(path: Any, rows: list[dict[str, Any]]) -> None:

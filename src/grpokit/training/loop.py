@@ -186,6 +186,8 @@ def _autopilot_react(trainer: Trainer, display: Any, alerts: list[Any], metrics:
     for r in rows:
         if display and r["kind"] == "intervention":
             display.message(f"autopilot: {r['action']} ({r['before']} -> {r['after']}) because {r['reason']}")
+        elif display and r["kind"] == "unable":
+            display.message(f"autopilot: cannot act on {r['mode']}: {r['why']}; it would need: {r['needs']}")
 
 
 def _pretrain_critic(trainer: Trainer, display: Any) -> None:

@@ -204,14 +204,25 @@ class EntropyCollapse(Detector):
             return None, math.nan
         return vals[-1][0], statistics.fmean(v for _, v in vals)
 
-    def _fix(self) -> tuple[str, list[str]]:
+    def _fix(self, fell: bool = False) -> tuple[str, list[str]]:
+        """The fix and the autopilot's actions. Two causes come first where the run shows them: a sampler colder
+        than 1 (its entropy is the tempered distribution's, docs/math.md §10: sample at 1), and a reward that fell
+        while entropy fell (`fell`: the updates are too large for this model, so lower the learning rate)."""
         ctx = self.context
         parts: list[str] = []
         actions: list[str] = []
+        temp = ctx.get("temperature")
+        if isinstance(temp, (int, float)) and temp < 1.0:
+            parts.append(f"sample at temperature 1 (rollout.temperature is {temp}: a cold sampler narrows entropy)")
+            actions.append("rollout.temperature=1.0")
+        if fell:
+            parts.append("a lower learning rate (train.lr*=0.25: the reward fell as entropy fell)")
+            actions.append("train.lr*=0.25")
         on_policy = on_policy_run(ctx)
         eps_high, eps_low = ctx.get("eps_high"), ctx.get("eps_low")
+        note = ""
         if on_policy:
-            parts.append(
+            note = (
                 "(clip-higher cannot act here: each batch is used once, epochs x mini-batches = 1, so the ratio "
                 "is 1 and nothing clips)"
             )
@@ -227,11 +238,11 @@ class EntropyCollapse(Detector):
         else:
             parts.append("an entropy bonus (algo.entropy_coef)")
         actions.append("algo.entropy_coef+=0.001")
-        parts.append("a higher sampling temperature")
+        if "rollout.temperature=1.0" not in actions:
+            parts.append("a higher sampling temperature")
         if ctx.get("policy_loss") not in ("clip_cov", "kl_cov"):
             parts.append("Clip-Cov / KL-Cov for long runs")
-        if on_policy:
-            parts = parts[1:] + parts[:1]  # what can act first, the note last
+        parts += [note] if note else []  # what can act first, the note last
         return ", ".join(parts) + unknown_config_note(ctx), actions
 
     def _count(self, step: int, h: float) -> float:
@@ -281,9 +292,9 @@ class EntropyCollapse(Detector):
                 onset=step - n + 1,
                 mode="convergence",
             )
-        fix, actions = self._fix()
         trend, tev = self._learning()
         ev.update(tev)
+        fix, actions = self._fix(fell=tev.get("reward_later", 0.0) < tev.get("reward_earlier", 0.0) - self.min_gain)
         msg = f"token entropy {h:.3f} has been {why} for {n} steps"
         if trend == "learning":
             return self.new_alert(
