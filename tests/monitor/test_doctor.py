@@ -111,6 +111,11 @@ def test_autopilot_switches_on_dynamic_sampling_and_logs_before_after(tmp_path: 
     assert "zv/frac" in inter[0]["metrics_before"]
     follow = [r for r in rows if r["kind"] == "followup"]
     assert follow and "metrics_after" in follow[0]
+    # the report's timeline: the intervention with its cause and follow-up, marked I1 on the charts
+    text = make_report(tmp_path).read_text()
+    assert "<h2>Autopilot</h2>" in text and "algo.group_filter=dynamic_sampling (all -&gt; dynamic_sampling)" in text
+    assert f"<td>I1</td><td>{inter[0]['step']}</td>" in text and "advantage collapse" in text
+    assert f"step {follow[0]['after_step']}: " in text
 
 
 def test_autopilot_respects_bounds(tmp_path: Path) -> None:

@@ -60,6 +60,9 @@ class RunData:
     config: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)  # run.json: device, precision, wall time
     alerts: list[dict[str, Any]] = field(default_factory=list)  # alerts.jsonl rows (mode, severity, step, ...)
+    # interventions.jsonl rows of `--autopilot`: kind intervention (step, action, before, after, reason), followup
+    # (metrics after), unable (mode, why, needs)
+    interventions: list[dict[str, Any]] = field(default_factory=list)
     completions: list[dict[str, Any]] = field(default_factory=list)
     skipped_completions: int = 0  # completion rows without a text or an integer step, left out
     outcome: dict[str, Any] | None = None  # how a grpokit run ended (grpokit.run.outcome); None for other logs
@@ -174,6 +177,7 @@ def _from_log(log: RunLog) -> RunData:
         config=log.config,
         info=_run_info(run_dir) if grpokit else {},
         alerts=_jsonl(run_dir / "alerts.jsonl") if grpokit else [],
+        interventions=_jsonl(run_dir / "interventions.jsonl") if grpokit else [],
         completions=[c for c in samples if is_completion(c)],
         skipped_completions=sum(not is_completion(c) for c in samples),
         outcome=run_end(run_dir) if grpokit else None,

@@ -133,4 +133,20 @@ def alert_markers(alerts: list[dict[str, Any]]) -> list[Marker]:
     ]
 
 
-__all__ = ["Chart", "alert_markers", "draw_all", "draw_panel"]
+def intervention_markers(rows: list[dict[str, Any]]) -> list[Marker]:
+    """Markers I1, I2, ... at each autopilot intervention's step (dotted, blue): the change took effect from the next
+    step on."""
+    inter = [r for r in rows if r.get("kind") == "intervention" and isinstance(r.get("step"), int)]
+    return [
+        Marker(
+            float(r["step"]),
+            f"I{i}",
+            safe_text(f"I{i} autopilot: {r.get('action')} (step {r['step']})", 200),
+            "tab:blue",
+            ":",
+        )
+        for i, r in enumerate(inter, 1)
+    ]
+
+
+__all__ = ["Chart", "alert_markers", "draw_all", "draw_panel", "intervention_markers"]

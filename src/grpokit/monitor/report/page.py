@@ -17,7 +17,7 @@ from ..doctor import diagnose, verdict_line
 from ..outputs import prepare_output
 from ..readers.episodes import episode_of
 from ..rundata import RunData, finite, load_run
-from .charts import Chart, alert_markers, chart_names, draw_all
+from .charts import Chart, alert_markers, chart_names, draw_all, intervention_markers
 from .episodes import EPISODE_STYLE, episode_html
 from .html import esc, inline_png, key_value_table, page, table
 from .panels import PANELS, add_derived
@@ -71,6 +71,42 @@ def _diagnosis_html(diag: dict[str, Any]) -> list[str]:
     if diag.get("not_applicable"):
         modes = esc(", ".join(diag["not_applicable"]))
         parts.append(f"<p>Not applicable (a single-turn log: no episode/* signal): {modes}</p>")
+    return parts
+
+
+def _followup(row: dict[str, Any] | None) -> str:
+    if not row:
+        return "not yet"
+    after = ", ".join(f"{k} {v:.3g}" for k, v in (row.get("metrics_after") or {}).items() if isinstance(v, float))
+    return f"step {row.get('after_step')}: {after}"
+
+
+def _autopilot_html(rows: list[dict[str, Any]]) -> list[str]:
+    """The autopilot's timeline: each intervention (I1, I2, ... on the charts) with the alert that caused it and the
+    metrics a few steps later, and each alert it could not act on, with what it would need."""
+    if not rows:
+        return []
+    follow = {(r.get("step"), r.get("action")): r for r in rows if r.get("kind") == "followup"}
+    inter = [r for r in rows if r.get("kind") == "intervention"]
+    table_rows = [
+        [
+            f"I{i}",
+            esc(r.get("step")),
+            esc(f"{r.get('action')} ({r.get('before')} -> {r.get('after')})"),
+            esc(r.get("reason")),
+            esc(_followup(follow.get((r.get("step"), r.get("action"))))),
+        ]
+        for i, r in enumerate(inter, 1)
+    ]
+    parts = ["<h2>Autopilot</h2>"]
+    if table_rows:
+        parts.append(table(["", "step", "change", "because", "after"], table_rows, raw=True))
+    for r in rows:
+        if r.get("kind") == "unable":
+            parts.append(
+                f"<p class='warning'>step {esc(r.get('step'))}: could not act on {esc(r.get('mode'))}: "
+                f"{esc(r.get('why'))}<br>it would need: {esc(r.get('needs'))}</p>"
+            )
     return parts
 
 
@@ -142,7 +178,8 @@ def make_report(path: str | Path, out: str | Path | None = None, run: str | None
     out_dir = Path(out) if out else (src if src.is_dir() else src.parent) / "report"
     # charts of an earlier report that this one may not redraw are removed; nothing grpokit did not write
     prepare_output(out_dir, "report", [*chart_names(PANELS), "report.html"], default=out is None)
-    charts = draw_all(PANELS, data, alert_markers(diag["alerts"]), out_dir)
+    markers = alert_markers(diag["alerts"]) + intervention_markers(data.interventions)
+    charts = draw_all(PANELS, data, markers, out_dir)
     run_label = f" [{esc(diag['run'])}]" if diag.get("run") else ""
     body = [
         "<h1>grpokit report</h1>",
@@ -151,9 +188,10 @@ def make_report(path: str | Path, out: str | Path | None = None, run: str | None
         "<h2>Summary</h2>",
         key_value_table(summary_fields(data, diag["alerts"])),
         *_diagnosis_html(diag),
+        *_autopilot_html(data.interventions),
         "<h2>Charts</h2><p class='note'>x axis: training step. Dashed vertical lines A1, A2, ... mark alert onsets "
-        "(colour = severity, listed in the Diagnosis); grey bands are steps without an update; greyed charts "
-        "cannot move in this run and say why.</p>",
+        "(colour = severity, listed in the Diagnosis); dotted blue lines I1, I2, ... the autopilot's changes; grey "
+        "bands are steps without an update; greyed charts cannot move in this run and say why.</p>",
         *(_chart_html(c) for c in charts),
         *_completions_html(data),
     ]
