@@ -14,8 +14,11 @@ from .rows import number_at
 
 @register
 class EntropyExplosion(Detector):
-    """Mean token entropy above `h_floor` nats AND above `growth` x its baseline (the mean of the first
-    `baseline_steps` logged values) for more than `patience` consecutive logged rows (critical).
+    """Mean token entropy above `h_floor` nats AND above `growth` x its baseline (the mean of the values logged in the
+    first `baseline_steps` training steps, at least the first row) for more than `patience` consecutive logged rows
+    (critical). The baseline is in steps, not rows: a log written every 10 steps has one row there, where 10 rows
+    would reach 100 steps in, past an explosion (bench/latency.py measured one spliced at step 29 of a verl run
+    logged every 10 steps: the exploded rows joined the baseline and no alert came).
 
     The absolute floor keeps a model that starts near-uniform (a random initialisation: ~log V nats from step 1)
     from counting as an explosion, since its baseline is already high; the relative rule keeps a legitimately
@@ -31,6 +34,7 @@ class EntropyExplosion(Detector):
         self.baseline: list[float] = []
         self.rows_above = 0
         self.since: int | None = None
+        self.first_step: int | None = None  # the first logged step: the baseline covers `baseline_steps` from it
 
     @property
     def min_steps(self) -> int:
@@ -42,7 +46,9 @@ class EntropyExplosion(Detector):
         h = number_at(m, mn.ENTROPY_TOKEN_MEAN)
         if not math.isfinite(h):
             return self.active, None
-        if len(self.baseline) < self.baseline_steps:
+        if self.first_step is None:
+            self.first_step = step
+        if not self.baseline or step < self.first_step + self.baseline_steps:
             self.baseline.append(h)
         base = statistics.fmean(self.baseline)
         if h > self.h_floor and h > self.growth * base:
