@@ -14,14 +14,16 @@ from .rows import StepWindow, finite_at, slope
 @register
 class LengthBias(Windowed):
     """Incorrect responses longer than correct ones by `ratio` and still growing over `window` steps (the 1/|o|
-    length bias of §4), or length collapse: mean length below `collapse_frac` of its first 5 logged values while
-    accuracy is at or below its mean over those first 5 rows (VC-PPO's symptom). A log without accuracy (verl logs
+    length bias of §4), or length collapse: mean length below `collapse_frac` of its mean over the first
+    `baseline_steps` (5) training steps (at least the first row; steps, not rows: in a log written every 10 steps 5
+    rows reach 50 steps in, and a collapse there joined its own baseline, bench/latency.py) while accuracy is at or
+    below its mean over those rows (VC-PPO's symptom). A log without accuracy (verl logs
     the verifier's score, not an accuracy, unless it is 0/1) is judged on its mean reward the same way: length
     falling to under 30% with no gain in reward is a collapse (verl's ReTool on-policy-distillation run: 1,759
     tokens at step 1, exactly 1 from step 12, score -0.68 -> -1.0), a shorter answer that earns more is not."""
 
     name, mode = "length_bias", "length bias"
-    ratio, window, collapse_frac = 1.3, 10, 0.3
+    ratio, window, collapse_frac, baseline_steps = 1.3, 10, 0.3, 5
     keys = (mn.LENGTH_INCORRECT_MEAN,)
     requires = ((mn.LENGTH_INCORRECT_MEAN, mn.LENGTH_MEAN),)
 
@@ -31,6 +33,7 @@ class LengthBias(Windowed):
         self.first_acc: list[float] = []
         self.first_reward: list[float] = []
         self.ratios = StepWindow(self.window)
+        self.first_step: int | None = None  # the first step with a length: the baseline covers `baseline_steps`
 
     def check(self, step: int, m: dict[str, Any]) -> tuple[bool, Alert | None]:
         self.push(step, m)
@@ -64,7 +67,9 @@ class LengthBias(Windowed):
             )
         if math.isfinite(mean):
             reward = finite_at(m, mn.REWARD_MEAN)
-            if len(self.first_len) < 5:
+            if self.first_step is None:
+                self.first_step = step
+            if not self.first_len or step < self.first_step + self.baseline_steps:
                 self.first_len.append(mean)
                 if math.isfinite(acc):
                     self.first_acc.append(acc)
