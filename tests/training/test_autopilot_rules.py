@@ -78,3 +78,22 @@ def test_a_temperature_change_reaches_the_sampler(tmp_path: Path) -> None:
     change = Autopilot(trainer.cfg).change("rollout.temperature=1.0")
     trainer.apply_changes([change])
     assert trainer.sampling.temperature == 1.0 and trainer.monitor_context["temperature"] == 1.0
+
+
+def test_zero_variance_groups_under_a_cold_sampler_ask_for_temperature_one_first() -> None:
+    """Groups that repeat one answer (60% zero-variance, half all-correct, half all-wrong) at T=0.3: sampling at 1
+    comes before dynamic sampling; at T=1 only dynamic sampling is offered."""
+    from grpokit.monitor.detectors.collapse import AdvantageCollapse
+
+    def first_alert(temperature: float) -> Alert:
+        det = AdvantageCollapse({"temperature": temperature, "dynamic_sampling": False}, window=3)
+        for step in range(1, 6):
+            a = det.observe(step, {"zv/acc_frac": 0.6, "zv/all_correct": 0.3, "zv/all_wrong": 0.3})
+            if a is not None:
+                return a
+        raise AssertionError("no alert")
+
+    cold = first_alert(0.3)
+    assert cold.actions == ["rollout.temperature=1.0", "algo.group_filter=dynamic_sampling"]
+    assert cold.fix.startswith("sample at temperature 1 (rollout.temperature is 0.3")
+    assert first_alert(1.0).actions == ["algo.group_filter=dynamic_sampling"]

@@ -117,17 +117,26 @@ class AdvantageCollapse(Windowed):
             data = "easier prompts (the model fails every sample)"
         else:
             data = "harder prompts (the model always succeeds)"
+        # a sampler colder than 1 gives a group the same answer: sampling at 1 is the fix that acts first
+        temp = self.context.get("temperature")
+        cold = isinstance(temp, (int, float)) and temp < 1.0
+        first = (
+            f"sample at temperature 1 (rollout.temperature is {temp}: a cold sampler repeats one answer); "
+            if cold
+            else ""
+        )
+        warm = ["rollout.temperature=1.0"] if cold else []
         if self.context.get("dynamic_sampling"):
             fix = (
-                f"dynamic sampling is on and pays for this with extra generation rounds: a data mix with {data} "
-                "(grpokit preflight filters them), or a larger group size G"
+                f"{first}dynamic sampling is on and pays for this with extra generation rounds: a data mix with "
+                f"{data} (grpokit preflight filters them), or a larger group size G"
             )
-            return fix, []
+            return fix, warm
         fix = (
-            f"DAPO dynamic sampling (algo.group_filter=dynamic_sampling) to drop degenerate groups; a data mix with "
-            f"{data} (grpokit preflight filters them); a larger group size G" + unknown_config_note(self.context)
+            f"{first}DAPO dynamic sampling (algo.group_filter=dynamic_sampling) to drop degenerate groups; a data mix "
+            f"with {data} (grpokit preflight filters them); a larger group size G" + unknown_config_note(self.context)
         )
-        return fix, ["algo.group_filter=dynamic_sampling"]
+        return fix, [*warm, "algo.group_filter=dynamic_sampling"]
 
     def _push_range(self, step: int, m: dict[str, Any]) -> str | None:
         """Without a zero-variance fraction: 1 for a step whose advantages are all exactly 0 (min = max = 0) or whose
