@@ -97,3 +97,21 @@ def test_zero_variance_groups_under_a_cold_sampler_ask_for_temperature_one_first
     assert cold.actions == ["rollout.temperature=1.0", "algo.group_filter=dynamic_sampling"]
     assert cold.fix.startswith("sample at temperature 1 (rollout.temperature is 0.3")
     assert first_alert(1.0).actions == ["algo.group_filter=dynamic_sampling"]
+
+
+def test_all_correct_groups_under_a_cold_sampler_are_not_read_as_learned() -> None:
+    """90% zero-variance, all of them all-correct: at T=1 the task is learned (info); at T=0.3 the groups may be one
+    answer repeated, so it is advantage collapse with sampling at 1 as its first action."""
+    from grpokit.monitor.detectors.collapse import AdvantageCollapse
+
+    def first_alert(temperature: float) -> Alert:
+        det = AdvantageCollapse({"temperature": temperature, "dynamic_sampling": True}, window=3)
+        for step in range(1, 6):
+            a = det.observe(step, {"zv/acc_frac": 0.9, "zv/all_correct": 0.9, "zv/all_wrong": 0.0})
+            if a is not None:
+                return a
+        raise AssertionError("no alert")
+
+    assert (first_alert(1.0).mode, first_alert(1.0).severity) == ("convergence", "info")
+    cold = first_alert(0.3)
+    assert (cold.mode, cold.severity, cold.actions) == ("advantage collapse", "critical", ["rollout.temperature=1.0"])

@@ -73,7 +73,7 @@ class AdvantageCollapse(Windowed):
         ev["wasted_compute"] = f"~{zv:.0%} of sampled groups give no gradient"
         fix, actions = self._fix(ev)
         sev = "critical" if zv >= self.critical else "warning"
-        if _learned(ev, self.learned):
+        if _learned(ev, self.learned) and not self._cold():  # a cold sampler's all-correct groups may repeat one answer
             return True, self.new_alert(
                 step,
                 "info",
@@ -107,6 +107,12 @@ class AdvantageCollapse(Windowed):
             onset=self.values.first_step(),
         )
 
+    def _cold(self) -> bool:
+        """The run samples colder than 1: all-correct groups there may be one answer repeated, not the task learned
+        (so they are not read as convergence), and sampling at 1 is the first fix."""
+        temp = self.context.get("temperature")
+        return isinstance(temp, (int, float)) and temp < 1.0
+
     def _fix(self, ev: dict[str, Any]) -> tuple[str, list[str]]:
         """What to change, for the data the zero-variance groups point to, and the autopilot's actions."""
         if "all_wrong_frac" not in ev:
@@ -119,13 +125,8 @@ class AdvantageCollapse(Windowed):
             data = "harder prompts (the model always succeeds)"
         # a sampler colder than 1 gives a group the same answer: sampling at 1 is the fix that acts first
         temp = self.context.get("temperature")
-        cold = isinstance(temp, (int, float)) and temp < 1.0
-        first = (
-            f"sample at temperature 1 (rollout.temperature is {temp}: a cold sampler repeats one answer); "
-            if cold
-            else ""
-        )
-        warm = ["rollout.temperature=1.0"] if cold else []
+        first = f"sample at temperature 1 (rollout.temperature is {temp}: a cold sampler repeats one answer); "
+        first, warm = (first, ["rollout.temperature=1.0"]) if self._cold() else ("", [])
         if self.context.get("dynamic_sampling"):
             fix = (
                 f"{first}dynamic sampling is on and pays for this with extra generation rounds: a data mix with "
