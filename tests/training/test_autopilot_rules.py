@@ -115,3 +115,19 @@ def test_all_correct_groups_under_a_cold_sampler_are_not_read_as_learned() -> No
     assert (first_alert(1.0).mode, first_alert(1.0).severity) == ("convergence", "info")
     cold = first_alert(0.3)
     assert (cold.mode, cold.severity, cold.actions) == ("advantage collapse", "critical", ["rollout.temperature=1.0"])
+
+
+def test_dynamic_sampling_switched_on_mid_run_trains_short_batches_rather_than_stopping() -> None:
+    """dapo's ds_shortfall=error would end a run whose filter cannot fill a batch: switched on by the autopilot, the
+    filter first takes ds_shortfall=partial."""
+    from grpokit.monitor.detectors.collapse import AdvantageCollapse
+
+    det = AdvantageCollapse({"temperature": 1.0, "dynamic_sampling": False, "ds_shortfall": "error"}, window=3)
+    alerts = [det.observe(s, {"zv/acc_frac": 1.0, "zv/all_correct": 0.0, "zv/all_wrong": 1.0}) for s in (1, 2, 3)]
+    assert alerts[-1].actions == ["algo.ds_shortfall=partial", "algo.group_filter=dynamic_sampling"]
+    cfg = build_config("dapo", overrides=["model.name=tiny", "algo.group_filter=all"])
+    rows, changes = Autopilot(cfg).react(3, [alerts[-1]], {})
+    assert [(c.key, c.value) for c in changes] == [
+        ("algo.ds_shortfall", "partial"),
+        ("algo.group_filter", "dynamic_sampling"),
+    ]

@@ -137,7 +137,9 @@ class AdvantageCollapse(Windowed):
             f"{first}DAPO dynamic sampling (algo.group_filter=dynamic_sampling) to drop degenerate groups; a data mix "
             f"with {data} (grpokit preflight filters them); a larger group size G" + unknown_config_note(self.context)
         )
-        return fix, [*warm, "algo.group_filter=dynamic_sampling"]
+        # switched on mid-run, a filter that may not fill a batch must not end the run: short batches train instead
+        partial = ["algo.ds_shortfall=partial"] if self.context.get("ds_shortfall") == "error" else []
+        return fix, [*warm, *partial, "algo.group_filter=dynamic_sampling"]
 
     def _push_range(self, step: int, m: dict[str, Any]) -> str | None:
         """Without a zero-variance fraction: 1 for a step whose advantages are all exactly 0 (min = max = 0) or whose
