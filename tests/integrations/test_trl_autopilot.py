@@ -158,8 +158,26 @@ def test_raising_beta_from_zero_is_refused_and_bounds_hold(tmp_path: Path, embed
     assert trainer.lr_scheduler.base_lrs == pytest.approx([5e-4, 5e-4])
     lr = [r for r in rows if r["key"] == "train.lr"]
     assert lr[0]["kind"] == "intervention" and lr[0]["after"] == pytest.approx(5e-4)
-    assert all(r["kind"] == "refused" and "min_lr=0.0005" in r["why"] for r in lr[1:])
+    assert len(lr) >= 2 and all(r["kind"] == "refused" and "min_lr=0.0005" in r["why"] for r in lr[1:])
     assert "refused algo.kl_coef+=0.02: beta=0: TRL loaded no reference model" in out.getvalue()
+
+
+def test_every_process_acts_alike_and_only_the_main_one_writes(tmp_path: Path, embedded_model_dir: Path) -> None:
+    """On a process other than the main one (TRL logs the same gathered rows on each), the alerts change that
+    process's optimizer, schedule and beta as on the main one and stop it at the same step, but nothing is printed
+    or written there."""
+    out = io.StringIO()
+    cb = HealthCallback(autopilot=True, out=out, stop_on="critical", actions={"kl_drift": ["algo.kl_coef*=2"]})
+    trainer = tiny_trainer(tmp_path, embedded_model_dir, cb, learning_rate=1e-3, log_completions=False)
+    cb.bind(trainer)
+    trainer.state.is_world_process_zero = False
+    nan = {"grad_norm": math.nan, "loss": math.nan}
+    drive(cb, trainer, {1: row(), 2: row(kl=1.0), 3: row(kl=1.0, **nan), 4: row(kl=1.0, **nan)})
+    applied = [r for r in cb.interventions if r["kind"] == "intervention"]
+    assert trainer.beta == pytest.approx(0.08) and lr_rows(applied)
+    assert trainer.lr_scheduler.base_lrs == pytest.approx([lr_rows(applied)[-1]["after"]] * 2)
+    assert trainer.control.should_training_stop and cb.stopped_at == 3
+    assert out.getvalue() == "" and not list((tmp_path / "out").glob("grpokit_*.jsonl"))
 
 
 def test_autopilot_finds_its_trainer_and_acts_while_trl_trains(tmp_path: Path, embedded_model_dir: Path) -> None:

@@ -179,6 +179,7 @@ class HealthCallback(TrainerCallback):
         self.events: list[tuple[str, dict[str, Any]]] = []  # (event, alert dict) in the order they happened
         self.stopped_at: int | None = None
         self._state: dict[int, tuple[str, int | None]] = {}
+        self.main = True  # the world's main process (prints, writes files, posts)
 
     # ------------------------------------------------------------------------------------- Trainer events
 
@@ -203,16 +204,19 @@ class HealthCallback(TrainerCallback):
         self.logging_dir = os.path.join(tb_root, "grpokit")
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        if self.monitor is None or not logs or not getattr(state, "is_world_process_zero", True):
+        # Every process judges the same rows (TRL logs metrics gathered over all of them) and so changes its own
+        # optimizer and trainer alike, and stops at the same step; only the main one prints, writes and posts.
+        if self.monitor is None or not logs:
             return
         if any(k.startswith("eval_") for k in logs) or "train_runtime" in logs:
             return  # evaluation and end-of-training summaries are not training steps
+        self.main = bool(getattr(state, "is_world_process_zero", True))
         step = int(state.global_step)
         self.monitor.observe(step, canonical_row("trl", step, logs))
         changed = self._changes()
         for event, alert in changed:
             self._emit(event, alert, step)
-        if self.notifier is not None and changed:
+        if self.notifier is not None and changed and self.main:
             self.notifier.update(self.monitor.alerts)
         if self.autopilot is not None:
             self.autopilot.see(kwargs.get("optimizer"), kwargs.get("lr_scheduler"))
@@ -223,6 +227,8 @@ class HealthCallback(TrainerCallback):
             self.stopped_at = step
             control.should_save = True
             control.should_training_stop = True
+            if not self.main:
+                return
             print(
                 f"[grpokit] stopping at step {step} on {worst[0]['severity']} {worst[0]['mode']} "
                 f"(stop_on={self.stop_on!r}); a checkpoint is saved in {args.output_dir}",
@@ -262,7 +268,7 @@ class HealthCallback(TrainerCallback):
         a = alert.to_dict()
         if eq := equivalents(a, "trl", self.context):
             a["in_trl"] = eq
-        if completions := latest_completions(self.output_dir):
+        if self.main and (completions := latest_completions(self.output_dir)):
             a["completions"] = completions
         return a
 
@@ -271,13 +277,13 @@ class HealthCallback(TrainerCallback):
         the detectors' context then holds the values now in force."""
         assert self.autopilot is not None
         rows = self.autopilot.react(step, alert)
-        if not rows:
-            return
         self.interventions.extend(rows)
-        print(safe_text(intervention_block(step, alert, rows), limit=None, multiline=True), file=self.out, flush=True)
-        with open(self.output_dir / "grpokit_interventions.jsonl", "a", encoding="utf-8") as f:
-            for r in rows:
-                f.write(json.dumps(r, default=str) + "\n")
+        if rows and self.main:
+            block_text = intervention_block(step, alert, rows)
+            print(safe_text(block_text, limit=None, multiline=True), file=self.out, flush=True)
+            with open(self.output_dir / "grpokit_interventions.jsonl", "a", encoding="utf-8") as f:
+                for r in rows:
+                    f.write(json.dumps(r, default=str) + "\n")
         mirrors = {
             "algo.kl_coef": "kl_coef",
             "rollout.temperature": "temperature",
@@ -290,6 +296,8 @@ class HealthCallback(TrainerCallback):
 
     def _emit(self, event: str, alert: dict[str, Any], step: int) -> None:
         self.events.append((event, alert))
+        if not self.main:
+            return
         print(safe_text(block(alert, event), limit=None, multiline=True), file=self.out, flush=True)  # TRL's text
         self.output_dir.mkdir(parents=True, exist_ok=True)
         with open(self.output_dir / "grpokit_alerts.jsonl", "a", encoding="utf-8") as f:
