@@ -64,8 +64,8 @@ def test_nan_gradients_lower_the_learning_rate_of_optimizer_and_schedule(
 ) -> None:
     """NaN gradient norms at steps 4-5: the alerts' `train.lr*=...` actions reach every param group of TRL's optimizer
     and the schedule's base_lrs (the next scheduled rate is lowered by the same factor), with only what transformers
-    passes a callback (no trainer bound). KL held at 1.0 from step 6: KL drift's adaptive controller is refused in one
-    line naming what to set in GRPOConfig."""
+    passes a callback (no trainer bound). KL held at 1.0 from step 6: KL drift's learning-rate cut applies too, and its
+    adaptive controller is refused in one line naming what to set in GRPOConfig."""
     out = io.StringIO()
     cb = HealthCallback(autopilot=True, out=out)
     trainer = tiny_trainer(tmp_path, embedded_model_dir, cb, learning_rate=1e-3, max_steps=20, log_completions=False)
@@ -77,7 +77,8 @@ def test_nan_gradients_lower_the_learning_rate_of_optimizer_and_schedule(
     feed(cb, trainer, {4: row(**nan), 5: row(**nan), 6: row(kl=1.0), 7: row(kl=1.0), 8: row(kl=1.0)})
     rows = interventions(trainer)
     applied = lr_rows(rows)
-    assert applied and {r["step"] for r in applied} <= {4, 5}, rows
+    assert applied and {r["step"] for r in applied} <= {4, 5, 6}, rows  # step 6: KL drift's cut (a KL past 0.5)
+    assert {r["step"] for r in applied} >= {4, 6}
     assert applied[0]["before"] == pytest.approx(1e-3)
     for a, b in zip(applied, applied[1:]):
         assert b["before"] == pytest.approx(a["after"])  # each change acts on the rate the last one left
@@ -205,6 +206,46 @@ def test_autopilot_finds_its_trainer_and_acts_while_trl_trains(tmp_path: Path, e
     # TRL logs at step s the rate its update used, base x lambda(s - 1): the full rate up to step 2, half after it
     assert [lrs[s] for s in (1, 2, 3, 4)] == pytest.approx([1e-3 * lam(0), 1e-3 * lam(1), 5e-4 * lam(2), 5e-4 * lam(3)])
     assert "[grpokit] autopilot at step 2, on advantage collapse (critical):" in out.getvalue()
+
+
+def test_a_resumed_run_keeps_the_changes_and_their_budget(tmp_path: Path, embedded_model_dir: Path) -> None:
+    """Interventions at step 2, checkpoint-2, then a new trainer from the same GRPOConfig resumed there: beta and the
+    temperature are set again to what the autopilot made them (the learning rate comes back with TRL's optimizer and
+    schedule state), and the three changes count against a budget of 3, so the collapse seen again at step 4 is
+    refused, not doubled again."""
+    from grpokit.training.autopilot import Bounds
+
+    acts = {"advantage_collapse": ["train.lr*=0.5", "algo.kl_coef*=2", "rollout.temperature+=0.25"]}
+    opts = dict(max_steps=4, log_completions=False, report_to=[], save_strategy="steps", save_steps=2)
+    first = HealthCallback(
+        autopilot=True,
+        out=io.StringIO(),
+        thresholds={"advantage_collapse": {"window": 2}},
+        actions=acts,
+        bounds=Bounds(max_interventions=3),
+    )
+    tiny_trainer(tmp_path, embedded_model_dir, first, **opts).train()
+    out = io.StringIO()
+    again = HealthCallback(
+        autopilot=True,
+        out=out,
+        thresholds={"advantage_collapse": {"window": 2}},
+        actions=acts,
+        bounds=Bounds(max_interventions=3),
+    )
+    trainer = tiny_trainer(tmp_path, embedded_model_dir, again, **opts)
+    assert (trainer.beta, trainer.temperature) == (0.04, 1.0)  # what GRPOConfig says
+    trainer.train(resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-2"))
+    assert trainer.beta == pytest.approx(0.08) and trainer.temperature == 1.25
+    assert trainer.generation_config.temperature == 1.25 and again.context["kl_coef"] == pytest.approx(0.08)
+    sched = trainer.lr_scheduler.scheduler if hasattr(trainer.lr_scheduler, "scheduler") else trainer.lr_scheduler
+    assert sched.base_lrs == pytest.approx([5e-4] * len(sched.base_lrs))
+    rows = interventions(trainer)
+    assert [(r["kind"], r["step"]) for r in rows] == [("intervention", 2)] * 3 + [("refused", 4)] * 3
+    assert all("budget of 3 interventions is spent" in r["why"] for r in rows[3:])
+    assert "[grpokit] autopilot resumed at step 2: 3 earlier intervention(s); beta 0.08, temperature 1.25" in (
+        out.getvalue()
+    )
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,7 @@ from ..monitor.detectors.forecast import Trend
 from ..monitor.doctor.knobs import equivalents
 from ..monitor.notify import Notifier
 from ..monitor.readers.canonical import canonical_row
-from ..training.autopilot import Bounds
+from ..training.autopilot import Bounds, truncate_rows_after
 from .trl_autopilot import TrlAutopilot, check_actions, find_trainer
 
 STOP_LEVELS = ("critical", "warning")
@@ -193,11 +193,14 @@ class HealthCallback(TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, **kwargs: Any) -> None:
         self.context = trl_context(args, model)
         self.monitor = Monitor(self.context, self.thresholds)
+        self.output_dir = Path(args.output_dir)
+        self.main = bool(getattr(state, "is_world_process_zero", True))
         if self.autopilot_on:
             self.autopilot = TrlAutopilot(args, self.bounds, self.actions)
             self.autopilot.trainer = self.trainer if self.trainer is not None else find_trainer(self)
             self.autopilot.see(kwargs.get("optimizer"), kwargs.get("lr_scheduler"))
-        self.output_dir = Path(args.output_dir)
+            if int(getattr(state, "global_step", 0) or 0) > 0:  # transformers has loaded the checkpoint by now
+                self._resume(int(state.global_step))
         self.report_to = list(getattr(args, "report_to", None) or [])
         # beside TRL's own TensorBoard run (transformers: $TENSORBOARD_LOGGING_DIR, else <output_dir>/runs/<stamp>)
         tb_root = os.getenv("TENSORBOARD_LOGGING_DIR") or os.path.join(args.output_dir, "runs")
@@ -284,15 +287,47 @@ class HealthCallback(TrainerCallback):
             with open(self.output_dir / "grpokit_interventions.jsonl", "a", encoding="utf-8") as f:
                 for r in rows:
                     f.write(json.dumps(r, default=str) + "\n")
+        self._mirror(rows)
+
+    def _mirror(self, rows: list[dict[str, Any]]) -> None:
+        """The detectors' context (`trl_context` names) holds the values the interventions put in force."""
         mirrors = {
             "algo.kl_coef": "kl_coef",
             "rollout.temperature": "temperature",
             "algo.eps_high": "eps_high",
             "algo.entropy_coef": "entropy_coef",
-        }  # the detectors' context names (`trl_context`)
+        }
         for r in rows:
             if r["kind"] == "intervention" and r["key"] in mirrors:
                 self.context[mirrors[r["key"]]] = r["after"]
+
+    def _resume(self, step: int) -> None:
+        """A run resumed at `step`: the interventions logged after it are dropped (those steps run again), the
+        ones before it are made again (`TrlAutopilot.restore`) and count against the budget."""
+        assert self.autopilot is not None
+        path = self.output_dir / "grpokit_interventions.jsonl"
+        if not path.exists():
+            return
+        if self.main:
+            truncate_rows_after(path, step)
+        rows = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a torn last line
+            if r.get("kind") == "intervention" and int(r.get("step", 0)) <= step:
+                rows.append(r)
+        done = self.autopilot.restore(rows)
+        self.interventions.extend(rows)
+        self._mirror(rows)
+        if self.main and rows:
+            said = ", ".join(done) if done else "the learning rate is in the checkpoint"
+            print(
+                f"[grpokit] autopilot resumed at step {step}: {len(rows)} earlier intervention(s); {said}",
+                file=self.out,
+                flush=True,
+            )
 
     def _emit(self, event: str, alert: dict[str, Any], step: int) -> None:
         self.events.append((event, alert))

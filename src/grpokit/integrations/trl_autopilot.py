@@ -24,7 +24,7 @@ from typing import Any
 
 from ..config import Config, ConfigError, set_key
 from ..monitor.doctor.knobs import TRAINER_KNOBS
-from ..training.autopilot import ACTION_RE, Autopilot, Bounds
+from ..training.autopilot import ACTION_RE, Autopilot, Bounds, Change
 
 #: grpokit keys TRL can take mid-run -> the name a TRL user knows them by
 LIVE_KEYS = {
@@ -197,6 +197,19 @@ class TrlAutopilot:
                 self.applied += 1
                 return row
         return dict(row, kind="refused", why=why, next_run=self.next_run(key))
+
+    def restore(self, rows: list[dict[str, Any]]) -> list[str]:
+        """After a resume, the interventions logged up to the checkpoint (`rows`): they count against the budget, and
+        each is made again where the checkpoint does not hold it (TRL saves the optimizer and schedule, so the
+        learning rate holds; `beta`, the temperature and `epsilon_high` start again from GRPOConfig). Returns what
+        was set, in words."""
+        done = []
+        for r in rows:
+            self.applied += 1
+            if r.get("key") in LIVE_KEYS and r["key"] != "train.lr" and self.trainer is not None:
+                self.apply(Change(r["key"], r["after"], r.get("before")))
+                done.append(f"{r['trl']} {r['after']:g}")
+        return done
 
     def change(self, key: str, action: str) -> tuple[Any, str | None]:
         """(grpokit's bounded change of TRL's current value, None), or (None, why not)."""
