@@ -71,6 +71,9 @@ class KLDrift(Windowed):
             "reference (algo.reference=ema)"
         )
         actions = [] if self.context.get("kl_controller") == "adaptive" else ["algo.kl_controller=adaptive"]
+        # past the bar the updates outrun any coefficient's pull: the learning rate comes down too (a slow growth,
+        # below, is the controller's to hold)
+        steep = [*actions, "train.lr*=0.25"]
         if last > self.kl_abs_max:
             ev = {"kl": round(last, 4), "ceiling": self.kl_abs_max, "signal": key}
             where = " at the first logged row, too large to be an offset" if step == self.first_step else ""
@@ -78,7 +81,7 @@ class KLDrift(Windowed):
                 f"KL to the reference {last:.4g} is beyond any healthy scale (above {self.kl_abs_max:g} nats per "
                 f"token){where}: the policy has left the reference's support"
             )
-            return self.new_alert(step, "critical", msg, ev, fix, actions)
+            return self.new_alert(step, "critical", msg, ev, fix, steep)
         offset = self.kl_max < self.first_kl <= self.kl_abs_max
         bar = self.growth * self.first_kl if offset else self.kl_max
         if last > bar:
@@ -90,9 +93,9 @@ class KLDrift(Windowed):
             if len(vals) >= 2 and vals[-2] > bar:  # held for two logged rows: drift, not a spike
                 ev["kl_previous"] = round(vals[-2], 4)
                 msg = f"KL to the reference {last:.3f} exceeds {what} (and did at the row before)"
-                return self.new_alert(step, "critical", msg, ev, fix, actions, onset=self.values.items[-2][0])
+                return self.new_alert(step, "critical", msg, ev, fix, steep, onset=self.values.items[-2][0])
             msg = f"KL to the reference spiked to {last:.3f} (above {what}); critical if the next row holds it"
-            return self.new_alert(step, "warning", msg, ev, fix, actions)
+            return self.new_alert(step, "warning", msg, ev, fix, steep)
         if (
             self.full()
             and len(vals) >= 2
