@@ -21,8 +21,6 @@ from test_integration_trl import tiny_trainer  # noqa: E402
 
 from grpokit.integrations.trl import HealthCallback  # noqa: E402
 
-pytestmark = pytest.mark.slow
-
 
 def row(**kw: float) -> dict[str, float]:
     """A TRL log row (TRL's names): healthy unless a keyword says otherwise."""
@@ -59,6 +57,7 @@ def lr_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r["kind"] == "intervention" and r["key"] == "train.lr"]
 
 
+@pytest.mark.slow
 def test_nan_gradients_lower_the_learning_rate_of_optimizer_and_schedule(
     tmp_path: Path, embedded_model_dir: Path
 ) -> None:
@@ -98,6 +97,7 @@ def test_nan_gradients_lower_the_learning_rate_of_optimizer_and_schedule(
     ]
 
 
+@pytest.mark.slow
 def test_beta_temperature_and_clip_higher_change_on_the_trainer(tmp_path: Path, embedded_model_dir: Path) -> None:
     """`actions=` gives KL drift `algo.kl_coef*=2` and entropy collapse a warmer sampler and clip-higher: TRL's
     `beta`, sampling temperature (attribute, generation config and kwargs) and `epsilon_high` change at the alerts'
@@ -138,6 +138,7 @@ def test_beta_temperature_and_clip_higher_change_on_the_trainer(tmp_path: Path, 
     assert "applied rollout.temperature=1.0: temperature 0.7 -> 1 (trainer.temperature, generation_config" in text
 
 
+@pytest.mark.slow
 def test_raising_beta_from_zero_is_refused_and_bounds_hold(tmp_path: Path, embedded_model_dir: Path) -> None:
     """beta=0: TRL never loaded a reference model, so `algo.kl_coef+=0.02` is refused with that reason and beta stays
     0. The learning rate stops at `Bounds.min_lr`; a further cut is refused as changing nothing within it."""
@@ -163,6 +164,7 @@ def test_raising_beta_from_zero_is_refused_and_bounds_hold(tmp_path: Path, embed
     assert "refused algo.kl_coef+=0.02: beta=0: TRL loaded no reference model" in out.getvalue()
 
 
+@pytest.mark.slow
 def test_every_process_acts_alike_and_only_the_main_one_writes(tmp_path: Path, embedded_model_dir: Path) -> None:
     """On a process other than the main one (TRL logs the same gathered rows on each), the alerts change that
     process's optimizer, schedule and beta as on the main one and stop it at the same step, but nothing is printed
@@ -181,6 +183,7 @@ def test_every_process_acts_alike_and_only_the_main_one_writes(tmp_path: Path, e
     assert out.getvalue() == "" and not list((tmp_path / "out").glob("grpokit_*.jsonl"))
 
 
+@pytest.mark.slow
 def test_autopilot_finds_its_trainer_and_acts_while_trl_trains(tmp_path: Path, embedded_model_dir: Path) -> None:
     """Added as `callbacks=[HealthCallback(autopilot=True, ...)]` only: the callback finds the GRPOTrainer calling it.
     A reward that cannot vary collapses the advantages at step 2; the actions halve the learning rate (the rate TRL
@@ -208,6 +211,7 @@ def test_autopilot_finds_its_trainer_and_acts_while_trl_trains(tmp_path: Path, e
     assert "[grpokit] autopilot at step 2, on advantage collapse (critical):" in out.getvalue()
 
 
+@pytest.mark.slow
 def test_a_resumed_run_keeps_the_changes_and_their_budget(tmp_path: Path, embedded_model_dir: Path) -> None:
     """Interventions at step 2, checkpoint-2, then a new trainer from the same GRPOConfig resumed there: beta and the
     temperature are set again to what the autopilot made them (the learning rate comes back with TRL's optimizer and
