@@ -106,6 +106,17 @@ def _segment(run_dir: Path, key: str) -> Any:
     return next((s for s in READERS[reader].read(files) if s.name == suffix), None)
 
 
+def read_base(run_dir: Path, key: str, trainer: str, truth: frozenset[str] = frozenset()) -> Base | None:
+    """The run a truth key names under `run_dir` (`""`: the run directory itself), its training steps only."""
+    seg = _segment(run_dir, key)
+    if seg is None:
+        return None
+    rows, _, _ = canonicalise(seg.raw, seg.mapper)
+    keep = {int(r["step"]) for r in rows if is_training_row(present(r))}
+    raw = {s: dict(v) for s, v in seg.raw.items() if s in keep}
+    return Base(run_dir.name, key, raw, seg.mapper, dict(seg.context), trainer, truth) if raw else None
+
+
 def healthy_runs(root: Path = CORPUS, names: list[str] | None = None) -> list[Base]:
     """Every truth entry of the corpus that trained and has no failure mode, its training steps only."""
     out = []
@@ -114,15 +125,8 @@ def healthy_runs(root: Path = CORPUS, names: list[str] | None = None) -> list[Ba
         for key, want in src["truth"].items():
             if not set(want["modes"]) <= NO_FAILURE or not str(want["verdict"]).startswith(TRAINED):
                 continue
-            seg = _segment(root / name, key)
-            if seg is None:
-                continue
-            rows, _, _ = canonicalise(seg.raw, seg.mapper)
-            keep = {int(r["step"]) for r in rows if is_training_row(present(r))}
-            raw = {s: dict(v) for s, v in seg.raw.items() if s in keep}
-            if raw:
-                base = Base(name, key, raw, seg.mapper, dict(seg.context), str(src.get("trainer", "")), frozenset())
-                base.truth = frozenset(want["modes"])
+            base = read_base(root / name, key, str(src.get("trainer", "")), frozenset(want["modes"]))
+            if base is not None:
                 out.append(base)
     return out
 
@@ -383,6 +387,15 @@ class Result:
 def measure(inj: Injection, base: Base, interval: int, rlwatch_dir: Path | None) -> Result | None:
     """Splice `inj` into `base`, keep every `interval`-th step, feed grpokit (and rlwatch when `rlwatch_dir`)."""
     k, raw = splice(inj, base)
+    return score(inj, base, k, raw, interval, rlwatch_dir)
+
+
+def score(
+    inj: Injection, base: Base, k: int, raw: dict[int, dict[str, float]], interval: int, rlwatch_dir: Path | None
+) -> Result | None:
+    """The rows `raw` of a run whose failure `inj` starts at step k, every `interval`-th step kept, fed to grpokit
+    (and rlwatch): the onset, the alerts and the rows in between. None when the kept rows do not hold the failure's
+    signal both before and after k."""
     kept = subsample(raw, interval)
     steps = sorted(kept)
     names = {n for s in inj.needs for n in base.names_of(s)}
