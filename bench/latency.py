@@ -47,6 +47,7 @@ import math
 import statistics
 import sys
 import tempfile
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -573,6 +574,13 @@ def _row(cells: list[Any]) -> str:
     return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
 
 
+def _bullet(text: str) -> str:
+    """A markdown list item wrapped at 120 columns."""
+    return textwrap.fill(
+        text, 120, initial_indent="- ", subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+    )
+
+
 def _span(vals: list[int]) -> str:
     if not vals:
         return "–"
@@ -669,7 +677,7 @@ def results_table(results: list[Result]) -> str:
                     ]
                 )
             )
-    why = [f"- {n}: {WHY.get(n, 'not explained yet')}" for n in missed]
+    why = [_bullet(f"{n}: {WHY.get(n, 'not explained yet')}") for n in missed]
     return "\n".join(lines + (["", "Where the target of 2 rows is missed:", ""] + why if why else []))
 
 
@@ -790,8 +798,8 @@ def healthy_table(hs: list[Healthy]) -> str:
                 ]
             )
         )
-    extra = [f"- interval {h.interval}, grpokit: " + "; ".join(h.which) for h in hs if h.which]
-    extra += [f"- interval {h.interval}, rlwatch: " + "; ".join(h.rl_which) for h in hs if h.rl_which]
+    extra = [_bullet(f"interval {h.interval}, grpokit: " + "; ".join(h.which)) for h in hs if h.which]
+    extra += [_bullet(f"interval {h.interval}, rlwatch: " + "; ".join(h.rl_which)) for h in hs if h.rl_which]
     return "\n".join(lines + ([""] + extra if extra else []))
 
 
