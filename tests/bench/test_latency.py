@@ -102,3 +102,17 @@ def test_rlwatch_is_fed_through_its_verl_hook(bases: dict[str, latency.Base], tm
     assert sky is not None and sky.rl_status == "no integration"
     ent = latency.measure(injection("entropy explosion"), bases[VERL], 1, tmp_path)
     assert ent is not None and ent.rl_status == "no counterpart"
+
+
+def test_the_rewards_of_the_tiny_runs_turn_bad_at_step_k(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    import latency_rewards
+
+    monkeypatch.setenv("LATENCY_K", "3")
+    monkeypatch.setenv("LATENCY_BATCH", "2")
+    rewards = importlib.reload(latency_rewards)  # a fresh count, as in the fresh process of each run
+    batch = ["apple", "kiwi"]
+    # steps 1 and 2: the vowel reward (and 0 from the length reward); from step 3 the failure
+    assert [rewards.vowel_then_zero(batch, []) for _ in range(4)] == [[1.0, 0.0]] * 2 + [[0.0, 0.0]] * 2
+    assert [rewards.zero_then_length(batch, []) for _ in range(3)] == [[0.0, 0.0]] * 2 + [[5.0, 4.0]]
