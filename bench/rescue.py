@@ -158,12 +158,14 @@ def main() -> None:
         row("healthy", healthy_runs, None, False),
     ]
     plan = [a for a in args.arms if a != "healthy"]
+    rows: dict[tuple[str, bool], str] = {}
     for autopilot in (False, True):  # every failure without the autopilot first: its runs do not depend on it
         for arm in plan:
             label, sets = FAILURES[arm]
             data = mixed_data(out / "data") if arm == "advantage_collapse" else []
             runs = arm_runs(args, out, arm, autopilot, [*base, *sets, *data])
-            lines.append(row(f"{label}{', autopilot' if autopilot else ''}", runs, healthy, autopilot))
+            rows[arm, autopilot] = row(f"{label}{', autopilot' if autopilot else ''}", runs, healthy, autopilot)
+    lines += [rows[arm, autopilot] for arm in plan for autopilot in (False, True)]  # each failure's pair together
     setting = (
         f"Setting: `{args.model}` on `add1`, `dapo` with dynamic sampling off, 4 prompts x 8 samples x 32 tokens, "
         f"lr 2e-5, {args.steps} steps, entropy patience 2; held-out accuracy after the last step over 20 prompts x "
