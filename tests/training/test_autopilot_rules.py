@@ -131,3 +131,17 @@ def test_dynamic_sampling_switched_on_mid_run_trains_short_batches_rather_than_s
         ("algo.ds_shortfall", "partial"),
         ("algo.group_filter", "dynamic_sampling"),
     ]
+
+
+def test_the_relative_entropy_rule_takes_its_baseline_from_training_steps_not_rows() -> None:
+    """A log written every 10 steps whose entropy starts under 0.5 (so only the relative rule judges it) and falls to
+    0.02 after its first row: the baseline is the first 10 training steps (one row here), so the fall is seen; a
+    baseline of 10 rows would have averaged the collapse into itself (0.063, whose tenth 0.02 is not under)."""
+    det = EntropyCollapse({})
+    fired = []
+    for step in range(10, 210, 10):
+        a = det.observe(step, {"entropy/token_mean": 0.45 if step == 10 else 0.02, "reward/mean": 0.3})
+        fired += [a] if a is not None else []
+    # the row at step 20 covers steps 11-20: at step 70, 60 steps below (more than the patience of 50); at 60, 50
+    assert fired and fired[0].mode == "entropy collapse" and fired[0].fired_at == 70
+    assert fired[0].evidence["initial_entropy"] == 0.45 and fired[0].evidence["threshold"] == 0.045

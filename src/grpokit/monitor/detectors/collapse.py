@@ -174,9 +174,9 @@ class EntropyCollapse(Detector):
     """§17.7: mean token entropy strictly below `h_star` nats for more than `patience` consecutive training steps
     (NaN resets the counter and raises an 'entropy metric missing' alert; a row without the signal, such as a skipped
     update, neither counts nor resets: the steps it covers still count); relative variant: below `rel_frac` x the
-    mean of the first `baseline_steps` logged values for more than `patience` steps. While accuracy (train or
-    held-out accuracy, or a 0/1 reward; the mean of the last `acc_window` steps) is at or above `ceiling`, low
-    entropy is reported as convergence, not collapse: on a task with one right answer a policy that is right
+    mean of the values of the first `baseline_steps` training steps for more than `patience` steps. While accuracy
+    (train or held-out accuracy, or a 0/1 reward; the mean of the last `acc_window` steps) is at or above `ceiling`,
+    low entropy is reported as convergence, not collapse: on a task with one right answer a policy that is right
     almost always has no reason to spread its probability.
 
     A collapse is a fall: the absolute rule calls entropy collapse (or "low entropy") only once the log has shown
@@ -199,6 +199,7 @@ class EntropyCollapse(Detector):
         self.since: int | None = None
         self.rel_since: int | None = None
         self.baseline: list[float] = []
+        self.first_step: int | None = None  # the first logged step: the baseline covers `baseline_steps` from it
         self.missing_reported = False
         self.seen_high = False  # entropy was at or above h_star at some logged step (a later drop is a fall)
         self.acc = StepWindow(self.acc_window)  # (signal, accuracy) of recent steps; their mean is compared
@@ -259,8 +260,13 @@ class EntropyCollapse(Detector):
 
     def _count(self, step: int, h: float) -> float:
         """Advance the absolute and relative below-threshold counters (in training steps); returns the baseline
-        (mean of the first `baseline_steps` values)."""
-        if len(self.baseline) < self.baseline_steps:
+        (mean of the values of the first `baseline_steps` training steps)."""
+        if self.first_step is None:
+            self.first_step = step
+        # the baseline covers the first `baseline_steps` training steps (at least the first row), not rows: in a log
+        # written every 10 steps, 10 rows would reach far past a collapse's onset
+        in_baseline = not self.baseline or step < self.first_step + self.baseline_steps
+        if in_baseline:
             self.baseline.append(h)
         if h >= self.h_star:
             self.seen_high = True
@@ -270,7 +276,7 @@ class EntropyCollapse(Detector):
         else:
             self.since, self.count = None, 0
         base = statistics.fmean(self.baseline) if self.baseline else math.nan
-        rel = len(self.baseline) >= self.baseline_steps and h < self.rel_frac * base
+        rel = not in_baseline and h < self.rel_frac * base
         if rel:
             self.rel_since = step if self.rel_since is None else self.rel_since
             self.rel_count = step - self.rel_since + 1
