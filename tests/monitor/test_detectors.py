@@ -109,12 +109,15 @@ def zv_row(frac: float, all_correct: float = 0.0, all_wrong: float | None = None
 def test_advantage_collapse_fires_when_the_window_mean_reaches_the_threshold() -> None:
     det = AdvantageCollapse()
     a = one(feed(det, [zv_row(0.9)] * 8))
-    assert (a.step, a.fired_at, a.severity) == (1, 5, "critical")  # onset: first step of the full window
+    # two rows at the critical 0.8 or above name the onset at once, before the window of 5 fills
+    assert (a.step, a.fired_at, a.severity) == (1, 2, "critical")  # onset: the first of the two rows
     assert a.evidence["zero_variance_frac"] == 0.9 and a.evidence["signal"] == "zv/acc_frac"
     assert a.evidence["all_wrong_frac"] == 0.9 and a.evidence["all_correct_frac"] == 0.0
     assert "DAPO dynamic sampling" in a.fix and "easier prompts" in a.fix
     assert a.actions == ["algo.group_filter=dynamic_sampling"]
     assert det.active
+    a = one(feed(AdvantageCollapse(), [zv_row(0.7)] * 8))  # under 0.8: the window decides
+    assert (a.step, a.fired_at, a.severity) == (1, 5, "warning")
 
 
 def test_advantage_collapse_severity_data_advice_and_actions() -> None:
@@ -127,7 +130,8 @@ def test_advantage_collapse_severity_data_advice_and_actions() -> None:
 
 def test_advantage_collapse_quiet_below_threshold_or_before_the_window_fills() -> None:
     assert feed(AdvantageCollapse(), [zv_row(0.45)] * 30) == []
-    assert feed(AdvantageCollapse(), [zv_row(1.0)] * 4) == []
+    assert feed(AdvantageCollapse(), [zv_row(0.7)] * 4) == []
+    assert feed(AdvantageCollapse(), [zv_row(1.0), zv_row(0.0), zv_row(1.0)]) == []  # one row is a moment
     # a mean just under 0.5 over the window: 4 x 0.6 + 0.0 = 0.48
     assert feed(AdvantageCollapse(), [zv_row(0.6)] * 4 + [zv_row(0.0)]) == []
 

@@ -22,7 +22,7 @@ FAST = tiny_overrides(
     "model.precision=fp32",
     "rollout.max_new_tokens=4",
     "train.save_every=3",
-    # a constant reward: advantage collapse fires at step 3 (window 3) -- a real alert
+    # a constant reward: advantage collapse fires at step 2 (two rows of zero-variance groups) -- a real alert
     "reward.functions=[toy_rewards:always_zero]",
     "monitor.thresholds={advantage_collapse: {window: 3}}",
 )
@@ -51,19 +51,19 @@ def test_wandb_mlflow_tensorboard_get_metrics_config_and_alerts(tmp_path: Path, 
     run(tmp_path, 3, "[tensorboard,wandb,mlflow]")
     run(tmp_path, 4, "[tensorboard,wandb,mlflow]", resume=True)
     alerts = [json.loads(x) for x in (tmp_path / "alerts.jsonl").read_text().splitlines()]
-    assert [a["detector"] for a in alerts] == ["advantage_collapse"] and alerts[0]["fired_at"] == 3
+    assert [a["detector"] for a in alerts] == ["advantage_collapse"] and alerts[0]["fired_at"] == 2
 
     # MLflow: metrics per step, the config as params, the alert as a text artifact and a tag
     ml = _mlflow_run(tmp_path)
     rows = [ln.split() for ln in (ml / "metrics" / "reward" / "mean").read_text().splitlines()]
     assert sorted({int(r[2]) for r in rows}) == [1, 2, 3, 4] and all(float(r[1]) == 0.0 for r in rows)
     assert (ml / "params" / "algo.kl_coef").read_text().strip() == "0.04"
-    text = next((ml / "artifacts" / "alerts").glob("step_000003_advantage_collapse.txt")).read_text()
-    assert "advantage_collapse at step 3" in text and alerts[0]["message"] in text and "fix:" in text
-    assert (ml / "tags" / "alert.advantage_collapse").read_text().startswith("step 3:")
+    text = next((ml / "artifacts" / "alerts").glob("step_000002_advantage_collapse.txt")).read_text()
+    assert "advantage_collapse at step 2" in text and alerts[0]["message"] in text and "fix:" in text
+    assert (ml / "tags" / "alert.advantage_collapse").read_text().startswith("step 2:")
     points = (ml / "metrics" / "alerts" / "advantage_collapse").read_text().splitlines()
     level = {"warning": 1.0, "critical": 2.0}[alerts[0]["severity"]]
-    assert [(float(p.split()[1]), int(p.split()[2])) for p in points] == [(level, 3)]
+    assert [(float(p.split()[1]), int(p.split()[2])) for p in points] == [(level, 2)]
 
     # W&B offline: one run (its id comes from the run directory), metrics and the alert text in it
     wb = list((tmp_path / "wandb").glob("offline-run-*"))
@@ -81,7 +81,7 @@ def test_wandb_mlflow_tensorboard_get_metrics_config_and_alerts(tmp_path: Path, 
     tags = ea.Tags()["tensors"]
     assert "alerts/advantage_collapse/text_summary" in tags
     body = ea.Tensors("alerts/advantage_collapse/text_summary")[0].tensor_proto.string_val[0].decode()
-    assert "advantage_collapse at step 3" in body
+    assert "advantage_collapse at step 2" in body
 
 
 def test_report_to_none_writes_no_tensorboard(tmp_path: Path) -> None:
@@ -146,6 +146,6 @@ def test_trackio_gets_config_metrics_and_alerts_in_its_local_store(tmp_path: Pat
     row = json.loads(db.execute("select metrics from metrics where step = 3").fetchone()[0])
     assert row["reward/mean"] == 0.0
     ((title, text, level, step),) = db.execute("select title, text, level, step from alerts").fetchall()
-    assert title == "grpokit: advantage_collapse" and step == 3 and level in ("warning", "warn", "error")
-    assert "advantage_collapse at step 3" in text and "fix:" in text
+    assert title == "grpokit: advantage_collapse" and step == 2 and level in ("warning", "warn", "error")
+    assert "advantage_collapse at step 2" in text and "fix:" in text
     assert db.execute("select count(*) from configs").fetchone()[0] == 1

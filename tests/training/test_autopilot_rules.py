@@ -124,6 +124,7 @@ def test_dynamic_sampling_switched_on_mid_run_trains_short_batches_rather_than_s
 
     det = AdvantageCollapse({"temperature": 1.0, "dynamic_sampling": False, "ds_shortfall": "error"}, window=3)
     alerts = [det.observe(s, {"zv/acc_frac": 1.0, "zv/all_correct": 0.0, "zv/all_wrong": 1.0}) for s in (1, 2, 3)]
+    alerts = [a for a in alerts if a is not None]
     assert alerts[-1].actions == ["algo.ds_shortfall=partial", "algo.group_filter=dynamic_sampling"]
     cfg = build_config("dapo", overrides=["model.name=tiny", "algo.group_filter=all"])
     rows, changes = Autopilot(cfg).react(3, [alerts[-1]], {})

@@ -150,13 +150,13 @@ def test_healthy_run_raises_no_alert(tmp_path: Path, margin: Any) -> None:
 
 
 def test_constant_reward_fires_advantage_collapse(tmp_path: Path) -> None:
-    """A verifier no completion ever passes (reward 0 everywhere): every group has zero variance.
-    Window shortened to 3 (default 5)."""
+    """A verifier no completion ever passes (reward 0 everywhere): every group has zero variance, critical on the
+    second step (two rows at 0.8 or above name it before the window fills). Window shortened to 3 (default 5)."""
     run = train(
         tmp_path, 3, ["reward.functions=[toy_rewards:always_zero]", thresholds("advantage_collapse: {window: 3}")]
     )
     a = run.alert("advantage_collapse")
-    assert (a["step"], a["fired_at"], a["severity"]) == (1, 3, "critical")
+    assert (a["step"], a["fired_at"], a["severity"]) == (1, 2, "critical")
     assert a["evidence"]["zero_variance_frac"] == 1.0 and a["evidence"]["all_wrong_frac"] == 1.0
     assert "DAPO dynamic sampling" in a["fix"] and "easier prompts" in a["fix"]
     assert run.fired() <= {"advantage_collapse", "truncation"}

@@ -17,6 +17,8 @@ from .rows import RewardRange, StepWindow, accuracy_now, finite_at, number_at
 class AdvantageCollapse(Windowed):
     """Zero-variance groups (§17.1): mean over `window` steps >= `threshold` (critical at `critical`).
     Uses the accuracy-based fraction when logged (what dynamic sampling filters), else the reward-based one.
+    Two logged rows in a row at `critical` or above alert at once (a collapse onset is named on its second row, not
+    after the window fills), except as the task learned, which needs the window.
     The mean is over the last `window` steps and at least the last `min_rows` (2) logged rows: a log written every
     `window` steps or less often fills the window with one row, and one row is a moment, not a sustained state
     (TRL/Unsloth's Chaos-Economy run, two generations per prompt, logged every 5 steps: 0.6 at step 175 between
@@ -61,9 +63,13 @@ class AdvantageCollapse(Windowed):
             return self.active, None
         self._remember()
         self.split.add(step, (finite_at(m, mn.ZV_ALL_CORRECT), finite_at(m, mn.ZV_ALL_WRONG)))
-        if not self.full() or not self.mean() >= self.threshold:
+        windowed = self.full() and self.mean() >= self.threshold
+        recent = [v for _, v in self.recent_rows]
+        severe = len(recent) >= self.min_rows and min(recent) >= self.critical  # two rows in a row, each >= 0.8
+        if not (windowed or severe):
             return False, None
-        zv = self.mean()
+        zv = self.mean() if windowed else statistics.fmean(recent)
+        span = f"the last {self.window} steps" if windowed else f"the last {len(recent)} logged rows"
         ev: dict[str, Any] = {"zero_variance_frac": round(zv, 3), "signal": key, "window_steps": self.window}
         c = [x for x, _ in self.split.values() if math.isfinite(x)]
         w = [x for _, x in self.split.values() if math.isfinite(x)]
@@ -74,10 +80,12 @@ class AdvantageCollapse(Windowed):
         fix, actions = self._fix(ev)
         sev = "critical" if zv >= self.critical else "warning"
         if _learned(ev, self.learned) and not self._cold():  # a cold sampler's all-correct groups may repeat one answer
+            if not windowed:
+                return False, None  # a task is learned over a full window, not two rows
             return True, self.new_alert(
                 step,
                 "info",
-                f"{zv:.0%} of groups have zero variance over the last {self.window} steps and "
+                f"{zv:.0%} of groups have zero variance over {span} and "
                 f"{ev['learned_share']:.0%} of those are all-correct: the model solves these prompts (the task is "
                 "learned), not a collapse",
                 ev,
@@ -90,7 +98,7 @@ class AdvantageCollapse(Windowed):
             return True, self.new_alert(
                 step,
                 sev,
-                f"every advantage was exactly 0 (min = max = 0) at {zv:.0%} of the last {self.window} steps",
+                f"every advantage was exactly 0 (min = max = 0) at {zv:.0%} of {span}",
                 ev,
                 fix,
                 actions,
@@ -100,7 +108,7 @@ class AdvantageCollapse(Windowed):
         return True, self.new_alert(
             step,
             sev,
-            f"{zv:.0%} of groups have zero {what} variance over the last {self.window} steps",
+            f"{zv:.0%} of groups have zero {what} variance over {span}",
             ev,
             fix,
             actions,
