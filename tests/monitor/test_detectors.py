@@ -814,6 +814,8 @@ def test_saturation_verdict_on_accuracy_all_correct_groups_or_held_out_ceiling()
     assert feed(Saturation(), [{"reward/accuracy": 0.9, "zv/all_correct": 0.5}] * 30) == []
     # a reward mean with no known range is not an accuracy
     assert feed(Saturation(), [{"reward/mean": 0.99}] * 30) == []
+    # nor is a correctness reward that turned into a length reward (bench/latency_runs.py read "344% right")
+    assert feed(Saturation(), [{"reward/accuracy": 3.44}] * 30) == []
 
 
 def test_monitor_lists_the_alerts_that_escalated_at_this_step() -> None:

@@ -37,6 +37,8 @@ class Saturation(Windowed):
         if math.isfinite(ev_acc):
             self.eval_acc = (step, ev_acc)
         key, acc = first_logged(m, [mn.REWARD_ACCURACY] + ([mn.REWARD_MEAN] if self.range.zero_one else []))
+        if key is not None and not 0.0 <= acc <= 1.0:
+            key = None  # not a share of right samples: a correctness reward that is no 0/1 score (e.g. a length)
         if key is not None:
             self.acc.add(step, acc)
         if key is None and not self.vals():
