@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from ..common import safe_logging
 from ..common.errors import GrpokitError
 from ..common.safe_text import safe_text
 from ..common.version import VERSION
@@ -26,22 +26,6 @@ def _quiet_libraries() -> None:
     wins), so a command that never loads a model never imports them."""
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-
-
-class _SafeRecords(logging.Filter):
-    """A warning can quote a reward's exception or a log's text: escaped (and bounded) before it reaches stderr."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        record.msg, record.args = safe_text(record.getMessage(), limit=ERROR_CHARS, multiline=True), None
-        return True
-
-
-def _safe_logging() -> None:
-    """Logging's last-resort handler (stderr, WARNING and above, what the command line shows with no logging set up)
-    writes through `_SafeRecords`."""
-    handler = logging.lastResort
-    if handler is not None and not any(isinstance(f, _SafeRecords) for f in handler.filters):
-        handler.addFilter(_SafeRecords())
 
 
 def cmd_recipes(args: argparse.Namespace) -> int:
@@ -318,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = build_parser().parse_known_args(argv)
     apply_trl_flags(args, extra)  # TRL's flag names on train/preflight, translated by meaning; others refused
     _quiet_libraries()
-    _safe_logging()
+    records = safe_logging.install()  # every log record escaped and cut, repeats counted (common.safe_logging)
     try:
         return int(args.fn(args) or 0)
     except GrpokitError as e:  # a config, model, checkpoint, reward or sampling error: its label and status
@@ -338,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
         if code is None:
             raise
         return code
+    finally:
+        if records.summary():
+            print(f"grpokit: {records.summary()}", file=sys.stderr)
 
 
 if __name__ == "__main__":

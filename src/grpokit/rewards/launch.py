@@ -6,6 +6,7 @@ were killed. The worker's own side (its loop, its sandbox) is `worker.py`; the p
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import shutil
@@ -18,15 +19,19 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ..common.foreign_output import ForeignOutput, drain
 from . import cgroups
 from .env_vars import worker_environment
 from .sandbox import SandboxLimits
 from .worker import WORKDIR_PREFIX, Boot, Table, WorkerSpec, describe_exception
 
+output_log = logging.getLogger("grpokit.rewards.worker")  # what a worker prints: escaped, cut, said once
+
 # The worker interpreter's first lines: its end of the pipe is argv[1]; the trainer's sys.path comes first,
 # so that grpokit and the reward modules import as in the trainer.
 BOOT = (
     "import pickle, sys\n"
+    "sys.stdout.reconfigure(line_buffering=True)\n"  # its lines reach the trainer as printed (it ends by os._exit)
     "from multiprocessing.connection import Connection\n"
     "conn = Connection(int(sys.argv[1]))\n"
     "sys.path[:] = pickle.loads(conn.recv_bytes())\n"
@@ -60,22 +65,42 @@ class Worker:
             env, report = dict(os.environ), "the trainer's (no sandbox)"
         mine, there = socket.socketpair()
         self.conn = Connection(mine.detach())
+        # its stdout and stderr are one pipe of its own: what the reward and its libraries print reaches the
+        # trainer's log escaped, cut and deduplicated (`common.foreign_output`), never the terminal raw
+        out_r, out_w = os.pipe()
         # a new session: its own process group (killed whole on timeout), no Ctrl-C from the terminal
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", BOOT, str(there.fileno())],
-            pass_fds=(there.fileno(),),
-            env=env,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", BOOT, str(there.fileno())],
+                pass_fds=(there.fileno(),),
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=out_w,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(out_r)
+            raise
+        finally:
+            os.close(out_w)
         there.close()
+        self.output = drain(out_r, ForeignOutput(self._said), self._said_summary)
         self.conn.send_bytes(pickle.dumps(absolute_sys_path(cwd)))
         self.conn.send_bytes(pickle.dumps(Boot(table, limits, cpu_s, self.workdir, os.getpid(), cwd, report, files)))
 
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    def _said(self, line: str) -> None:
+        """One line the worker printed (already escaped and cut), into the trainer's log."""
+        output_log.warning("reward worker (pid %d) printed: %s", self.proc.pid, line)
+
+    def _said_summary(self, summary: str) -> None:
+        if summary:
+            output_log.warning("reward worker (pid %d): %s", self.proc.pid, summary)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -104,6 +129,7 @@ class Worker:
             os.killpg(self.proc.pid, signal.SIGKILL)  # children the reward left behind in the group
         except OSError:
             pass
+        self.output.join(timeout=1)  # its last lines and the count of what was held back, before it is gone
         shutil.rmtree(self.workdir, ignore_errors=True)
         cgroups.remove(os.path.basename(self.workdir))
 
