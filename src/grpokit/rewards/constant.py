@@ -3,9 +3,15 @@
 A reward that gives every completion of a batch the same value, when the completions differ, teaches nothing that
 batch (every group's advantage is 0) and often means the reward cannot see what it should: a verl scorer that cuts
 the response at `Assistant:` in a solution_str that holds no prompt (TinyZero's countdown, which then scores every
-right answer 0), a TRL multi-turn reward given only the last message. Each reward's first such batch logs one
-warning (with what the reward returned and the likely causes), every such batch is counted
+right answer 0), a TRL multi-turn reward given only the last message. Every such batch is counted
 (`reward/<name>_constant`: 1 on such a batch, 0 otherwise) and closing the manager logs the totals.
+
+The warning (one per reward, with what the reward returned and the likely causes) is kept for a reward that has
+never told two completions apart in this run. A reward that gave different values before does see what it scores:
+a batch it now scores all alike is the policy's state, not the reward's blindness. At its highest value, every
+completion right, that is saturation (the task learned, the demo's batch at step 10, a run whose held-out accuracy
+rises); at its lowest, a collapse. The doctor's detectors explain both (advantage collapse, saturation), so this
+module only counts them.
 """
 
 from __future__ import annotations
@@ -49,13 +55,30 @@ class ConstantCount:
 
     def __init__(self) -> None:
         self.batches: dict[str, int] = {}
+        self.values: dict[str, float] = {}  # a reward's one value so far, while it has given only one
+        self.varied: set[str] = set()  # rewards seen to give two different values in this run
+
+    def seen(self, name: str, values: list[float]) -> None:
+        """Note the finite values reward `name` gave a batch (whether it has ever told completions apart)."""
+        if name in self.varied:
+            return
+        distinct = {v for v in values if math.isfinite(v)}
+        if name in self.values:
+            distinct.add(self.values[name])
+        if len(distinct) > 1:
+            self.varied.add(name)
+            self.values.pop(name, None)
+        elif distinct:
+            self.values[name] = distinct.pop()
 
     def record(self, name: str, value: float, n: int, hint: str = "") -> None:
-        """Count reward `name`'s constant batch of `n` completions; warn the first time for that reward."""
+        """Count reward `name`'s constant batch of `n` completions; warn the first time for that reward, unless it
+        has told completions apart before in this run (module docstring)."""
         first = name not in self.batches
         self.batches[name] = self.batches.get(name, 0) + 1
+        blind = name not in self.varied
         log.log(
-            logging.WARNING if first else logging.DEBUG,
+            logging.WARNING if first and blind else logging.DEBUG,
             "reward %s gave all %d completions of this batch, which differ, the same value %g: it cannot tell them "
             "apart, so this batch teaches nothing through it. If some are right, the reward does not see them%s; "
             "counted in %s%s",

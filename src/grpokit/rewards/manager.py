@@ -337,6 +337,7 @@ class RewardManager:
         for r in self.rewards:
             value = constant_value(per_reward[r.name], completions)
             out[constant_metric(r.name)] = float(value is not None)
+            self.constant.seen(r.name, per_reward[r.name])
             if value is None:
                 continue
             hint = ""  # a verl scorer that finds the answer only after the prompt's "Assistant:" (TinyZero)
