@@ -21,9 +21,6 @@ TINY: dict[str, str] = {
     "data.eval_size": "4",
     "train.eval_every": "0",
     "train.save_every": "0",
-    # the optimizer state in every checkpoint, also a finished run's last one: these tests continue finished runs
-    # (2 steps, then restore with train.steps=4), which needs it; the default leaves it out there (checkpointing.py)
-    "train.save_only_model": "false",
     "train.micro_batch_size": "8",
     "reward.functions": "[toy_rewards:vowel_frac]",
     "train.seed": str(SEED),

@@ -89,11 +89,12 @@ def test_train_tiny_then_resume_then_eval(tmp_path: Path) -> None:
     assert 0.0 <= res["eval/accuracy"] <= 1.0 and res["eval/n"] == 4
 
 
-def test_a_finished_run_keeps_the_model_only_and_is_not_continued_silently(tmp_path: Path) -> None:
-    """The default (train.save_only_model unset): a finished run's last checkpoint holds the model only. `--resume`
-    says there is nothing left to train and points to `--model RUN/final`; `--resume --steps 2`, which would need the
-    optimizer state, is refused in one line before the run is claimed: its recorded end stays as it was."""
+def test_a_finished_model_only_run_is_not_continued_silently(tmp_path: Path) -> None:
+    """train.save_only_model=true: a finished run's last checkpoint holds the model only. `--resume` says there is
+    nothing left to train and points to `--model RUN/final`; `--resume --steps 2`, which would need the optimizer
+    state, is refused in one line before the run is claimed: its recorded end stays as it was."""
     sets = ["rollout.prompts_per_step=2", "rollout.group_size=2", "rollout.max_new_tokens=4", "data.eval_size=2"]
+    sets.append("train.save_only_model=true")
     small = [x for s in sets for x in ("--set", s)]
     out = grpokit("train", "--model", "tiny", "--steps", "1", "--out", str(tmp_path), "--name", "run", *small)
     assert out.returncode == 0, out.stderr

@@ -337,9 +337,10 @@ LOG_LINE = st.one_of(
     sizes=st.one_of(JSON, st.dictionaries(st.sampled_from(["metrics.jsonl", "alerts.jsonl"]), JSON, max_size=2)),
     link=st.booleans(),
     step=st.integers(0, 5),
+    keep=st.booleans(),
 )
 def test_run_logs_are_repaired_and_cut_back_without_an_exception(
-    logs: dict[str, list[bytes]], sizes: Any, link: bool, step: int, tmp_path: Path
+    logs: dict[str, list[bytes]], sizes: Any, link: bool, step: int, keep: bool, tmp_path: Path
 ) -> None:
     from grpokit.run.writer import RunWriter
     from grpokit.training.resume import ResumeError, is_row, refuse_symlinks, repair_logs
@@ -358,7 +359,7 @@ def test_run_logs_are_repaired_and_cut_back_without_an_exception(
                 return
             notes = repair_logs(run)
             log = RunWriter(run, tensorboard=False)
-            log.truncate_after(step, sizes)
+            log.truncate_after(step, sizes, keep_own_step=keep)
         assert all(isinstance(n, str) for n in notes)
         for name in logs:
             assert all(is_row(x) for x in (run / name).read_bytes().split(b"\n") if x.strip())

@@ -344,7 +344,7 @@ def test_trl_checkpoint_keys_keep_their_meaning(tmp_path: Path) -> None:
     assert cfg.train.save_total_limit == 0 and cfg.train.save_only_model is True
     body = {"num_generations": 8, "save_total_limit": 3}
     cfg = build_config("grpo", config_file=str(trl_config(tmp_path, body, "b.yaml")))
-    assert cfg.train.save_total_limit == 3 and cfg.train.save_only_model is None  # unset: grpokit's default
+    assert cfg.train.save_total_limit == 3 and cfg.train.save_only_model is False  # unset: TRL's default
 
 
 def test_a_reward_model_path_in_trl_reward_funcs_is_a_reward_model(tmp_path: Path, embedded_model_dir: Path) -> None:

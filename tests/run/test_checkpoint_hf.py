@@ -282,10 +282,13 @@ def test_final_model_shares_the_last_checkpoints_weights_and_save_total_limit_pr
 
 
 def test_save_only_model_writes_no_trainer_state_and_refuses_resume_in_one_line(tmp_path: Path) -> None:
+    """train.save_only_model=true (TRL's meaning): the model only, a third of the size; continuing it is refused in
+    one line that names both ways on, and restoring it at its own last step (a run killed before its final model)
+    loads the model."""
     full = tmp_path / "full"
     train(full, 1, ["train.save_every=1"])
     slim = tmp_path / "slim"
-    train(slim, 1, ["train.save_every=1", "train.save_only_model=true", "train.save_total_limit=1"])
+    trainer = train(slim, 1, ["train.save_every=1", "train.save_only_model=true", "train.save_total_limit=1"])
     ck = slim / "checkpoints" / "step_1"
     assert not (ck / "trainer_state" / "optimizer.pt").exists() and (ck / "model.safetensors").is_file()
     # AdamW keeps two moments per weight: the trainer state is about twice the model
@@ -293,30 +296,38 @@ def test_save_only_model_writes_no_trainer_state_and_refuses_resume_in_one_line(
     cfg = build_config("grpo", overrides=FAST + ["train.steps=2"])
     with pytest.raises(CheckpointError, match=r"save_only_model=true.*no optimizer state.*--model"):
         Trainer(cfg, slim).restore()
+    with pytest.raises(CheckpointError, match=r"step_1 holds the model only.*--model .*train.save_only_model=false"):
+        Trainer(cfg, slim).restore()
+    assert ck.is_dir()  # whole, so never moved aside as unreadable
+    again = Trainer(build_config("grpo", overrides=FAST + ["train.steps=1"]), slim)
+    assert again.restore() == 1
+    for p, q in zip(trainer.model.parameters(), again.model.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=0, atol=0)
 
 
-def test_a_finished_runs_last_checkpoint_holds_the_model_only_by_default(tmp_path: Path) -> None:
-    """train.save_only_model unset (the default): the checkpoints a resume needs hold the optimizer state, a finished
-    run's last one holds the model only (a third of the size); continuing it is refused in one line that names both
-    ways on, and restoring it at its own last step (a run killed before its final model) loads the model."""
+def test_every_checkpoint_keeps_the_optimizer_state_by_default_as_in_trl(tmp_path: Path) -> None:
+    """train.save_only_model unset: TRL's default, false. Every checkpoint holds the optimizer, scheduler and RNG
+    state, a finished run's last one too (issue 45 item 6), with `final/` hard-linked to its weights (the model is
+    stored once); that run restored with more steps takes its state back, AdamW's moments included."""
 
     def cfg(steps: int):  # noqa: ANN202
         changes = ("model.precision=fp32", f"train.steps={steps}", "train.save_every=1", "train.save_total_limit=0")
-        return build_config("grpo", overrides=tiny_overrides(*changes, drop=("train.save_only_model",)))
+        return build_config("grpo", overrides=tiny_overrides(*changes))
 
-    assert cfg(2).train.save_only_model is None
+    assert cfg(2).train.save_only_model is False
     run = tmp_path / "run"
     trainer = Trainer(cfg(2), run)
     fit(trainer, None, eval_before=False)
-    first, last = run / "checkpoints" / "step_1", run / "checkpoints" / "step_2"
-    assert (first / "trainer_state" / "optimizer.pt").is_file()
-    assert not (last / "trainer_state" / "optimizer.pt").exists() and (last / "model.safetensors").is_file()
+    last = run / "checkpoints" / "step_2"
+    for ck in (run / "checkpoints" / "step_1", last):
+        assert (ck / "trainer_state" / "optimizer.pt").is_file(), ck.name
+        assert "model_only" not in json.loads((ck / "trainer_state" / "state.json").read_text())
     assert os.path.samefile(run / "final" / "model.safetensors", last / "model.safetensors")
-    assert _disk_bytes(last) < 0.5 * _disk_bytes(first)  # AdamW's two moments are twice the model
-    with pytest.raises(CheckpointError, match=r"step_2 holds the model only.*--model .*train.save_only_model=false"):
-        Trainer(cfg(3), run).restore()
-    assert last.is_dir()  # whole, so never moved aside as unreadable
-    again = Trainer(cfg(2), run)
+    again = Trainer(cfg(3), run)
     assert again.restore() == 2
-    for p, q in zip(trainer.model.parameters(), again.model.parameters()):
-        torch.testing.assert_close(p.detach(), q.detach(), rtol=0, atol=0)
+    want, got = trainer.optimizer.state_dict()["state"], again.optimizer.state_dict()["state"]
+    assert want and sorted(got) == sorted(want)
+    for key, moments in want.items():
+        for name in ("exp_avg", "exp_avg_sq"):
+            torch.testing.assert_close(got[key][name], moments[name], rtol=0, atol=0, msg=f"{key} {name}")
+    assert again.scheduler.state_dict()["last_epoch"] == 2

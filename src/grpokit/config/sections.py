@@ -145,9 +145,10 @@ class TrainConfig:
     save_every: int = 25
     # checkpoints kept, the newest (TRL's save_total_limit; 0 keeps all)
     save_total_limit: int = 2
-    # TRL's name. true: no checkpoint holds optimizer state (a third the size; no resume); false: every one does;
-    # unset (default): every one a resume needs, not the checkpoint of a finished run's last step (docs/training.md)
-    save_only_model: bool | None = None
+    # TRL's name and default. false: every checkpoint holds the optimizer state, a finished run's last one too (so
+    # `--resume RUN --steps M` extends it); true: none does (a third the size; no resume). None (the config.yaml of
+    # an older grpokit, where unset meant model only at a finished run's last step) reads as false
+    save_only_model: bool | None = False
     log_completions: int = 4
     seed: int = 0
     out: str = "runs"  # parent folder of run directories (--out)

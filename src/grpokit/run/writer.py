@@ -38,6 +38,19 @@ def _step(row: dict[str, Any]) -> int:
     return step if isinstance(step, int) else 0
 
 
+def _rows(data: bytes) -> list[tuple[bytes, dict[str, Any]]]:
+    """Each line of `data` that is a JSON object, with it; a torn line (a kill mid-write) or any other is left out."""
+    out = []
+    for raw in data.split(b"\n"):
+        try:
+            row = json.loads(raw) if raw.strip() else None
+        except (ValueError, RecursionError):  # not JSON, or bytes that are not UTF-8
+            continue
+        if isinstance(row, dict):
+            out.append((raw.strip(), row))
+    return out
+
+
 def _clean(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return None
@@ -133,15 +146,33 @@ class RunWriter:
             f.truncate(size)
         return True
 
-    def truncate_after(self, step: int, sizes: Any = None) -> None:
+    def truncate_after(self, step: int, sizes: Any = None, *, keep_own_step: bool = False) -> None:
         """On resume: cut the logs back to their sizes at the checkpoint (`sizes`), else drop the metric/sample
-        rows logged after the checkpoint's step (they will be redone)."""
+        rows logged after the checkpoint's step (they will be redone). `keep_own_step` (the resumed run trains past
+        `step`): metrics rows of `step` itself logged after the checkpoint (a finished run's final evaluation, which
+        no later step writes again) are kept, each a whole line. A line that is not JSON (torn) is never kept."""
         for path in (self.metrics_path, self.samples_path, self.alerts_path):
-            if not path.exists() or self.cut_to_size(path, sizes):
+            if not path.exists():
                 continue
-            rows = [(ln, json.loads(ln)) for ln in path.read_text().splitlines() if ln.strip()]
-            keep = [ln for ln, row in rows if isinstance(row, dict) and _step(row) <= step]
-            path.write_text("".join(ln + "\n" for ln in keep))
+            own = self._rows_after(path, sizes, step) if keep_own_step and path == self.metrics_path else []
+            if self.cut_to_size(path, sizes):
+                if own:
+                    with path.open("ab") as f:
+                        f.write(b"".join(raw + b"\n" for raw in own))
+                continue
+            keep = [raw for raw, row in _rows(path.read_bytes()) if _step(row) <= step]
+            path.write_bytes(b"".join(raw + b"\n" for raw in keep))
+
+    @staticmethod
+    def _rows_after(path: Path, sizes: Any, step: int) -> list[bytes]:
+        """The lines of `path` past its size in `sizes` that are rows of `step`."""
+        size = sizes.get(path.name) if isinstance(sizes, dict) else None
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            return []
+        with path.open("rb") as f:
+            f.seek(size)
+            tail = f.read()
+        return [raw for raw, row in _rows(tail) if type(row.get("step")) is int and row["step"] == step]
 
     def close(self) -> None:
         self.trackers.close()

@@ -8,15 +8,17 @@ A checkpoint is two typed values the trainer hands over, never the trainer itsel
   precision, log sizes, autopilot state; under torchrun each rank's position and RNG), written as state.json and
   returned by `restore` for the trainer to apply.
 
-How much is written: `train.save_only_model=true` writes the model only (no run resumes from it), `false` every
-state; unset (the default), every checkpoint holds what a resume needs except the one of a finished run's last
-step, which holds the model only: a finished run has nothing left to train (`--resume` says so), and its optimizer
-state (AdamW: twice the model) is what made a 2-step trial of the embedded model 1.6 GB instead of 0.54 GB.
+How much is written, as in TRL: `train.save_only_model=false` (the default) writes every state in every checkpoint,
+a finished run's last one included, so `grpokit train --resume RUN --steps M` continues a finished run; `true`
+writes the model only (a third of the size with AdamW; no run resumes from it). The final model (`final/`) is the
+model only, as TRL's `save_model`, and hard links to the last checkpoint's weights rather than a second copy.
 
 A checkpoint records how long each log was when it was written (`log_sizes`, bytes); a restore cuts the logs back
 to exactly that, so whatever a killed process logged after its checkpoint is dropped, and the resumed run writes the
-same rows as a run never killed. Checkpoints written before `log_sizes` existed fall back to dropping the rows of
-later steps. Under torchrun rank 0 picks the newest readable checkpoint and every rank loads it."""
+same rows as a run never killed. One kind of row is kept: when the resumed run trains past the checkpoint's step (a
+finished run extended with `--steps`), the rows of that step itself logged after it (the final evaluation), which
+no later step writes again. Checkpoints written before `log_sizes` existed fall back to dropping the rows of later
+steps. Under torchrun rank 0 picks the newest readable checkpoint and every rank loads it."""
 
 from __future__ import annotations
 
@@ -106,9 +108,10 @@ class _Taken:
         return self.sd
 
 
-def model_only(save_only_model: bool | None, finished: bool) -> bool:
-    """Whether a checkpoint holds the model only: `train.save_only_model` when set, else only a finished run's."""
-    return finished if save_only_model is None else bool(save_only_model)
+def model_only(save_only_model: bool | None) -> bool:
+    """Whether a checkpoint holds the model only: `train.save_only_model`, TRL's meaning (None, which a config.yaml
+    of an older grpokit holds for "unset", is TRL's default false: every state kept)."""
+    return bool(save_only_model)
 
 
 def save(
@@ -119,10 +122,9 @@ def save(
     info: DistInfo,
     train: Any,
     tokenizer: Any,
-    finished: bool = False,
 ) -> Path:
-    """Checkpoint `record.step` (`finished`: the run's last, see `model_only`); under torchrun every rank calls it,
-    rank 0 writes. `train` is the run's TrainConfig (how many to keep, merged LoRA copy, model only)."""
+    """Checkpoint `record.step`; under torchrun every rank calls it, rank 0 writes. `train` is the run's TrainConfig
+    (how many to keep, merged LoRA copy, model only: `model_only`)."""
     if info.world > 1:  # each rank's own prompt position and RNG, written by rank 0
         mine = {"data_position": record.data_position, "group_counter": record.group_counter, "rng": rng.capture()}
         record.ranks = all_gather_objects(mine, info)
@@ -141,7 +143,7 @@ def save(
         extra=state.extra,
         tokenizer=tokenizer,
         save_merged=train.save_merged,
-        model_only=model_only(train.save_only_model, finished),
+        model_only=model_only(train.save_only_model),
     )
     barrier(info)
     return path
@@ -190,11 +192,12 @@ def _restore_rank(record: RunRecord, info: DistInfo) -> None:
         raise CheckpointError(f"checkpoint step {record.step}: rank {info.rank}: {e}") from e
 
 
-def cut_logs(log: RunWriter | None, run_dir: Path, record: RunRecord) -> None:
-    """The run's logs cut back to what they held when the checkpoint was written (module docstring)."""
+def cut_logs(log: RunWriter | None, run_dir: Path, record: RunRecord, *, steps: int | None = None) -> None:
+    """The run's logs cut back to what they held when the checkpoint was written; with `steps` (train.steps) past
+    the checkpoint's step, the metrics rows of that step logged after it are kept (module docstring)."""
     if log is None:
         return
-    log.truncate_after(record.step, record.log_sizes)
+    log.truncate_after(record.step, record.log_sizes, keep_own_step=steps is not None and steps > record.step)
     if not log.cut_to_size(run_dir / "interventions.jsonl", record.log_sizes):
         truncate_rows_after(run_dir / "interventions.jsonl", record.step)
 

@@ -71,12 +71,12 @@ def _fit(trainer: Trainer, display: Any, *, eval_before: bool, eval_samples: int
         _autopilot_react(trainer, display, new_alerts, metrics)
         guard.after_step(new_alerts)  # a divergence stops here, before a checkpoint of the dead model
         if cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0:
-            _save(trainer, display, finished=trainer.step >= cfg.train.steps)
+            _save(trainer, display)
         guard.after_save()  # a SIGINT/SIGTERM during the step: checkpoint it and stop
         if _stop_when_learned(trainer, guard, display, summary):
             break
     if not (cfg.train.save_every > 0 and trainer.step % cfg.train.save_every == 0):
-        _save(trainer, display, finished=True)  # every step done, or stopped as learned
+        _save(trainer, display)  # every step done, or stopped as learned
     summary["eval_after"] = _evaluate(trainer, display, eval_samples)
     summary["final_model"] = str(_save(trainer, display, final=True))
     return summary
@@ -94,13 +94,12 @@ def _evaluate(trainer: Trainer, display: Any, eval_samples: int, *, before: bool
     return ev
 
 
-def _save(trainer: Trainer, display: Any, *, final: bool = False, finished: bool = False) -> Path:
-    """A checkpoint of this step (or, `final`, the final model), reported to the display with its time; `finished`:
-    the run's last step (its checkpoint holds the model only unless train.save_only_model=false)."""
+def _save(trainer: Trainer, display: Any, *, final: bool = False) -> Path:
+    """A checkpoint of this step (or, `final`, the final model), reported to the display with its time."""
     if display:
         display.phase("save final model" if final else "checkpoint")
     t0 = time.perf_counter()
-    path = trainer.save_final() if final else trainer.save(finished=finished)
+    path = trainer.save_final() if final else trainer.save()
     if display:
         display.checkpoint(trainer.step, path, time.perf_counter() - t0, final=final)
     return path

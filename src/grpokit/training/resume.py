@@ -4,10 +4,11 @@
   schedules of eval/saving, the learning rate, thresholds, `SAFE_KEYS`) is honoured and printed as a diff; keys
   that change the model, the data or the algorithm, and `--model/--recipe/--task/--config/--seed` that differ
   from the run's, are refused with the reason (the checkpoint would not match them).
-- No checkpoint yet: refused (restarting at step 0 would duplicate the rows already logged). A newest checkpoint that
-  holds the model only, short of `train.steps` (a finished run asked for more steps): refused, before the claim, in
-  one line naming `--model` and `train.save_only_model=false`. A completed run at its `train.steps`: nothing left to
-  train (`grpokit.training.run.nothing_left`), said, and nothing changed.
+- No checkpoint yet: refused (restarting at step 0 would duplicate the rows already logged). A finished run asked
+  for more steps (`--steps M` past its last) continues from its last checkpoint, which holds the optimizer state by
+  default (as in TRL); one written with `train.save_only_model=true` holds the model only, so that resume is refused,
+  before the claim, in one line naming `--model` and `train.save_only_model=false`. A completed run at its
+  `train.steps`: nothing left to train (`grpokit.training.run.nothing_left`), said, and nothing changed.
 - The run is claimed for the resume as a new run claims its directory (`grpokit.run.directory.claim_existing_run`): a
   second `--resume` of a run that is still training is refused; a claim left by a dead process is taken over.
 - `--output-dir`, `--out` or `--name` naming another directory than the resumed one are refused (the run stays
@@ -15,7 +16,8 @@
   resume rewrites those files.
 - A line in metrics.jsonl / completions.jsonl / alerts.jsonl / interventions.jsonl that is not a JSON object with
   an integer step (a kill mid-write tears the last line) is dropped and said so; what was logged after the
-  checkpoint is removed by the trainer's restore, so no row is ever duplicated.
+  checkpoint is removed by the trainer's restore, so no row is ever duplicated (a finished run extended keeps its
+  final evaluation row, which no later step writes again: `grpokit.training.checkpointing`).
 - After the restore, the detectors replay the logged rows up to the checkpoint, so alerts already raised are not
   raised again, and they see the autopilot's fixes in force.
 """

@@ -56,7 +56,7 @@ def nothing_left(run_dir: Path, steps: int) -> str | None:
         return None
     further = (
         f"start a new run from its weights with --model {Path(run_dir) / 'final'} (its checkpoint holds the model "
-        "only: train.save_only_model=false keeps a finished run continuable)"
+        "only: train.save_only_model=false, the default, keeps a finished run continuable)"
         if state.get("model_only")
         else f"grpokit train --resume {run_dir} --steps N with N > {step}"
     )

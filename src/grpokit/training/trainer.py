@@ -373,9 +373,9 @@ class Trainer:
             self.autopilot.state_dict() if self.autopilot is not None else None,
         )
 
-    def save(self, *, finished: bool = False) -> Path:
-        """Checkpoint this step (`finished`: the run's last; see `grpokit.training.checkpointing`)."""
-        kw = {"info": self.info, "train": self.cfg.train, "tokenizer": self.tokenizer, "finished": finished}
+    def save(self) -> Path:
+        """Checkpoint this step (what it holds: `grpokit.training.checkpointing`)."""
+        kw = {"info": self.info, "train": self.cfg.train, "tokenizer": self.tokenizer}
         return checkpointing.save(self.run_dir, self.record(), self.stateful(), **kw)
 
     def restore(self, path: Path | None = None) -> int:
@@ -390,7 +390,7 @@ class Trainer:
             self.apply_changes(self.autopilot.load_state_dict(rec.autopilot), restored=True)
         self.sharding.after_restore()  # FSDP2: the sharded learner takes the restored weights
         self.engine.sync_weights(self.model)
-        checkpointing.cut_logs(self.log, self.run_dir, rec)
+        checkpointing.cut_logs(self.log, self.run_dir, rec, steps=self.cfg.train.steps)
         return self.step
 
     def save_final(self) -> Path:
