@@ -64,8 +64,7 @@ class ModelOnlyCheckpoint(CheckpointError):
         super().__init__(
             f"{path.name} holds the model only (written with train.save_only_model=true, or by an older grpokit at "
             f"a finished run's last step): no optimizer state, so no run resumes from it; start a new run from its "
-            f"weights with --model {path}, or keep optimizer state in every checkpoint with "
-            f"train.save_only_model=false (the default)"
+            f"weights with --model {path}, or keep optimizer state with train.save_only_model=false (the default)"
         )
 
 
