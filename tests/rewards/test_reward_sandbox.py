@@ -300,6 +300,8 @@ def slow(completions, examples):
     time.sleep(60)
     return [1.0]
 
+import logging
+logging.basicConfig(stream=sys.stdout, format="%(message)s")  # what the worker prints reaches the trainer's log
 m = RewardManager([(slow, 1.0)], timeout_s=120)
 m.score(["x"], [Example("q", "1")])
 """
@@ -312,9 +314,9 @@ def test_killing_the_trainer_during_a_call_kills_the_worker(tmp_path: Path, sig:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
     try:
-        line = proc.stdout.readline()  # printed by the reward once the call is under way
-        assert line.startswith("pids"), line
-        worker, child, program = (int(x) for x in line.split()[1:])
+        line = proc.stdout.readline()  # printed by the reward once the call is under way, through the trainer's log
+        assert " printed: pids " in line, line
+        worker, child, program = (int(x) for x in line.split(" printed: pids ")[1].split())
         proc.send_signal(sig)
         proc.wait(timeout=10)
         assert _gone(worker), "the reward worker outlived the trainer"

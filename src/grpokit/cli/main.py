@@ -304,7 +304,11 @@ def main(argv: list[str] | None = None) -> int:
     _quiet_libraries()
     records = safe_logging.install()  # every log record escaped and cut, repeats counted (common.safe_logging)
     try:
-        return int(args.fn(args) or 0)
+        try:
+            return int(args.fn(args) or 0)
+        finally:  # before the line that ends the command, if any
+            if records.summary():
+                print(f"grpokit: {records.summary()}", file=sys.stderr)
     except GrpokitError as e:  # a config, model, checkpoint, reward or sampling error: its label and status
         print(
             f"{e.label}: {safe_text(e, limit=ERROR_CHARS, multiline=True)}", file=sys.stderr
@@ -322,9 +326,6 @@ def main(argv: list[str] | None = None) -> int:
         if code is None:
             raise
         return code
-    finally:
-        if records.summary():
-            print(f"grpokit: {records.summary()}", file=sys.stderr)
 
 
 if __name__ == "__main__":

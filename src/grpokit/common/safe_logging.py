@@ -83,7 +83,9 @@ def _guard_chain(name: str) -> None:
 
 
 def install() -> SafeRecords:
-    """Make every record safe from now on, whichever handler writes it (module docstring); idempotent."""
+    """Make every record safe from now on, whichever handler writes it (module docstring); idempotent. The records
+    remembered for deduplication start afresh: one command's repeats are counted, not another's."""
+    _FILTER.repeats = {}
     if logging.lastResort is not None:
         _guard(logging.lastResort)
     for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
