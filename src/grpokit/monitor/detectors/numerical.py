@@ -15,15 +15,16 @@ from .rows import finite_at, number_at
 @register
 class Numerical(Detector):
     """NaN/inf loss (`train/nonfinite_loss`), non-finite gradients (`train/nonfinite_grad`), or a gradient-norm spike
-    above `spike` x the median of the previous `history` logged values (at least `min_rows` of them) and above the
-    absolute floor `grad_floor` (a norm going 0.01 -> 0.2 is no trouble; a log whose norms are mostly 0 has median 0
-    and is judged on the floor). The history counts logged rows, not steps: a spike is one row against the run's
+    above `spike` x the median of the previous `history` logged non-zero values (at least `min_rows` of them) and
+    above the absolute floor `grad_floor` (a norm going 0.01 -> 0.2 is no trouble). A norm of exactly 0 is a step
+    without an update (every group had equal rewards), not a level: it is left out of the median, so no ratio is ever
+    taken against a median of 0. The history counts logged rows, not steps: a spike is one row against the run's
     recent level, so a log written every 5 or 10 steps (TRL's default logging) is judged as soon as it has
     `min_rows` rows (a step-based window there never held enough rows to judge).
 
     Before `min_rows` earlier norms exist, a log's first rows are judged with a much larger ratio: from
     `early_rows` (2) earlier norms on, a norm above `early_spike` (50) x their median (and above `grad_floor`) is a
-    spike (never from a median of 0: two zero norms are steps without an update, not a level). A median of two or
+    spike. A median of two or
     three norms is a rough level, hence the 5x stricter ratio: the first rows of the corpus' healthy runs vary by
     less than 10x, while a blow-up such as SkyRL's 103 against 0.75 and 1.24 (104x their median) is caught at the
     row it happens instead of going unjudged.
@@ -90,15 +91,15 @@ class Numerical(Detector):
                 "the learning rate (train.lr)",
                 ["train.lr*=0.5"],
             )
+        prev = [x for x in prev if x > 0]  # a zero norm is a step without an update, not a level to compare with
         early = len(prev) < self.min_rows
         if len(prev) >= min(self.min_rows, self.early_rows):
             med = statistics.median(prev)
-            if g > self.grad_floor and g > (self.early_spike if early else self.spike) * med and (med > 0 or not early):
-                ratio = f"{g / med:.0f}x its recent median {med:.3g}" if med > 0 else "from a recent median of 0"
+            if g > self.grad_floor and g > (self.early_spike if early else self.spike) * med:
                 return True, self.new_alert(
                     step,
                     "warning",
-                    f"gradient norm {g:.3g} is {ratio}",
+                    f"gradient norm {g:.3g} is {g / med:.0f}x its recent median {med:.3g}",
                     {"grad_norm": g, "median": med},
                     "lower the learning rate (train.lr) or tighten train.max_grad_norm",
                     ["train.lr*=0.5"],
