@@ -28,21 +28,27 @@ Supported sources (the registry `READERS` holds them; `docs/doctor.md` has the s
   `VERL_PATTERNS` (0.3+ names and older aliases such as `actor/entropy_loss`).
 - `wandb`: W&B run-history exports: the UI's CSV (`Step`, `<run> - <metric>` columns, several runs per file) or the
   API's history as CSV / JSON / JSONL (`_step`; TRL's `train/global_step` wins as the step).
+- `wandb-run`: a W&B run directory (`wandb/run-*`, `wandb/offline-run-*`, `latest-run`) or its `run-<id>.wandb`
+  transaction log: wandb's protobuf `Record`s (`wandb.proto.wandb_internal_pb2`) in LevelDB-log framing, the one
+  part read by hand (`wandb_run`); history, config and the run's name, the step as for W&B exports.
+  The trackers' keys are mapped with the table that knows the most of them (`wandb_export.keyed_segment`, as for
+  TensorBoard); `tracker_common` holds what the trackers' readers share.
 - `tensorboard`: each directory of `events.out.tfevents.*` files is one run. Scalars are grouped by step; the tag
   flavour (grpokit, TRL's `train/...`/`eval/...` tags, verl, or OpenRLHF's `train/...` names in `OPENRLHF_NAMES`)
   is chosen by which mapping recognises the most tags; grpokit's config is read back from the `grpokit/config`
   text summary (or the run's `config.yaml`).
 
-A directory is searched recursively and each run in it is read separately (never merged); a grpokit run
-directory or a TRL output directory is one run. Canonical names are grpokit's (`grpokit.metric_names`);
-the mappings only ever map a source metric to the canonical name whose definition it matches, and say where the
-match is only approximate.
+A directory is searched recursively and each run in it is read separately (never merged); a grpokit run directory, a
+TRL output directory and a W&B run directory are one run each; a symbolic link to something inside the folder (W&B's
+`latest-run`) is not read twice. Canonical names are grpokit's (`grpokit.metric_names`); the mappings only ever map
+a source metric to the canonical name whose definition it matches, and say where the match is only approximate.
 
 Modules: `names` (mapping tables), `values` (numbers out of logs), `canonical` (`RunLog`, mappers, the `Reader`
 interface), one module per format (`grpokit_run`, `trl_state`, `jsonl` (verl), `console` with `console_verl` /
 `console_trl` (and `console_openrlhf`), `console_skyrl`, `console_nemo`, `console_prime`,
 `console_slime` (with `console_text`, what they share, and `names_more`, their tables), `wandb_export`,
-`tensorboard_events`), and `discovery` (the registry, the search of a path, `read_runs`).
+`wandb_run` (with `tracker_common`), `tensorboard_events`), and `discovery` (the
+registry, the search of a path, `read_runs`).
 """
 
 from __future__ import annotations

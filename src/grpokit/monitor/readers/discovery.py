@@ -19,6 +19,7 @@ from .jsonl import VerlJsonlReader
 from .tensorboard_events import TensorBoardReader
 from .trl_state import TrlReader
 from .wandb_export import WandbReader
+from .wandb_run import WandbRunReader
 
 #: The readers, in detection order (a grpokit run directory also holds TensorBoard events; a TRL output
 #: directory too: the richer, native log wins). The consoles of SkyRL, NeMo-RL, prime-rl, slime, ROLL and AReaL are each
@@ -32,6 +33,7 @@ READERS = Registry.of(
             TrlReader(),
             VerlJsonlReader(),
             WandbReader(),
+            WandbRunReader(),
             SkyRLReader(),
             NemoRLReader(),
             PrimeRLReader(),
@@ -47,8 +49,8 @@ READERS = Registry.of(
 # the short list an error line names (docs/doctor.md's format table says which files and lines each is read from)
 SUPPORTED = (
     "grpokit run directories, TRL output directories and trainer_state.json, console logs of TRL, verl, OpenRLHF, "
-    "SkyRL, NeMo-RL, prime-rl, slime, ROLL and AReaL, verl JSONL, W&B history exports, TensorBoard events "
-    "(docs/doctor.md lists each format)"
+    "SkyRL, NeMo-RL, prime-rl, slime, ROLL and AReaL, verl JSONL, W&B run directories and history exports, "
+    "TensorBoard events (docs/doctor.md lists each format)"
 )
 
 _MAX_DEPTH = 8
@@ -60,7 +62,7 @@ COMPARE_PAGE = "compare.html"  # marks a folder `grpokit compare` wrote (grpokit
 def _native_run_dir(p: Path) -> tuple[str, list[Path]] | None:
     """A directory that is one run in a native format (grpokit run, TRL output dir, prime-rl output dir): its
     sub-folders (tb/, checkpoints, logs/) belong to it and are not searched."""
-    for name in ("grpokit", "trl", "prime-rl"):
+    for name in ("grpokit", "trl", "prime-rl", "wandb-run"):
         found = READERS[name].runs(p)
         if found:
             return name, found[0][1]
@@ -75,6 +77,17 @@ def _file_run(p: Path) -> tuple[str, list[Path]] | None:
         if found:
             return name, found[0][1]
     return None
+
+
+def _alias(e: Path, d: Path) -> bool:
+    """A symbolic link to something inside the folder being searched (W&B's `wandb/latest-run` and `debug.log`):
+    what it points to is found there, so it is not read twice."""
+    if not e.is_symlink():
+        return False
+    try:
+        return e.resolve().is_relative_to(d.resolve())
+    except OSError:
+        return False
 
 
 def discover(path: str | Path) -> list[tuple[str, str, list[Path]]]:
@@ -113,7 +126,7 @@ def discover(path: str | Path) -> list[tuple[str, str, list[Path]]]:
         if events:
             out.append((rel(d), "tensorboard", events))
         for e in entries:
-            if e.name.startswith("."):
+            if e.name.startswith(".") or _alias(e, d):
                 continue
             if e.is_file() and not e.name.startswith("events.out.tfevents."):
                 found = _file_run(e)

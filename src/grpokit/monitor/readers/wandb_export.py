@@ -98,21 +98,31 @@ class WandbReader(Reader):
 
     def read(self, files: list[Path]) -> list[Segment]:
         runs = _wandb_records_to_runs(self._records(files[0]) or [])
-        out = []
-        for run, rows in runs.items():
-            flavor, _ = best_flavor(
-                {k for r in rows.values() for k in r}, ("grpokit", "trl", "verl", "openrlhf", "roll", "areal")
-            )
-            if flavor == "trl":
-                rows = ordered(rows, [pre + n for pre, _ in TRL_TB_PREFIXES for n in TRL_NAMES] + list(TRL_NAMES))
-                mapper = table_or_prefixed(TRL_MAPPER, TRL_TB_MAPPER)
-            elif flavor == "verl":
-                rows, mapper = ordered(rows, list(VERL_NAMES)), VERL_MAPPER
-            elif flavor == "openrlhf":
-                mapper = OPENRLHF_MAPPER
-            elif flavor in ("roll", "areal"):
-                mapper = FLAVORS[flavor][0]
-            else:
-                mapper = identity_mapper
-            out.append(Segment(rows, mapper, flavor, run if len(runs) > 1 else ""))
-        return out
+        return [keyed_segment(rows, run if len(runs) > 1 else "") for run, rows in runs.items()]
+
+
+#: the flavours a tracker's keys can be in (W&B, MLflow, trackio get what the trainer logged, as it logged it)
+TRACKER_FLAVORS = ("grpokit", "trl", "verl", "openrlhf", "roll", "areal")
+
+
+def keyed_segment(rows: RawRows, name: str = "") -> Segment:
+    """A run's rows as a tracker holds them (W&B, MLflow, trackio: the trainer's own keys), mapped with the table
+    of the flavour whose mapping knows the most keys (`best_flavor`, as for TensorBoard tags); TRL's keys are
+    read bare (`reward`, MLflow) or with transformers' `train/` / `eval/` prefixes (W&B, trackio)."""
+    keys = {k for r in rows.values() for k in r}
+    flavor, score = best_flavor(keys, TRACKER_FLAVORS)
+    trl = table_or_prefixed(TRL_MAPPER, TRL_TB_MAPPER)
+    if len(trl(keys)) > score:  # TRL's keys logged bare (transformers' MLflow callback adds no `train/`)
+        flavor = "trl"
+    if flavor == "trl":
+        rows = ordered(rows, [pre + n for pre, _ in TRL_TB_PREFIXES for n in TRL_NAMES] + list(TRL_NAMES))
+        mapper = trl
+    elif flavor == "verl":
+        rows, mapper = ordered(rows, list(VERL_NAMES)), VERL_MAPPER
+    elif flavor == "openrlhf":
+        mapper = OPENRLHF_MAPPER
+    elif flavor in ("roll", "areal"):
+        mapper = FLAVORS[flavor][0]
+    else:
+        mapper = identity_mapper
+    return Segment(rows, mapper, flavor, name)
