@@ -182,3 +182,79 @@ def test_wandb_missing_is_one_line(wandb_runs: Path, monkeypatch, capsys) -> Non
     monkeypatch.setitem(sys.modules, "wandb.proto.wandb_internal_pb2", None)
     code, out = _doctor(capsys, wandb_runs / "latest-run")
     assert code == 2 and len(out.strip().splitlines()) == 1 and "pip install 'wandb>=0.19'" in out, out
+
+
+# --------------------------------------------------------------------------------------------------- MLflow
+
+#: transformers' MLflow callback: TRL's keys bare, `step=state.global_step`, the training arguments as params
+MLFLOW_RUNS = (
+    TRL_ROWS
+    + f"""
+import mlflow
+def trl_run(name):
+    with mlflow.start_run(run_name=name):
+        mlflow.log_params({{"temperature": 0.9, "epsilon": 0.2, "num_iterations": 2, "max_completion_length": 128}})
+        for s in range(1, {STEPS + 1}):
+            mlflow.log_metrics(trl_row(s, prefix=""), step=s)
+def grpokit_run(name):
+    with mlflow.start_run(run_name=name):  # grpokit's MLflow tracker: the config as dotted params
+        mlflow.log_params({{"algo.group_filter": "dynamic_sampling", "algo.eps_high": "0.28", "recipe": "dapo",
+                           "monitor.stop_when_learned": "True", "train.steps": "32"}})
+        for s in range(1, {STEPS + 1}):
+            mlflow.log_metrics({{"reward/mean": 0.5, "zv/frac": 1.0 if s >= {COLLAPSE_FROM} else 0.2}}, step=s)
+mlflow.set_tracking_uri(URI)
+mlflow.set_experiment("grpo")
+trl_run("trl-run")
+grpokit_run("grpokit-run")
+"""
+)
+
+
+def _check_mlflow_store(store: Path, capsys) -> None:
+    logs = {lg.name.split("#")[-1]: lg for lg in read_runs(store)}
+    assert set(logs) == {"grpo/trl-run", "grpo/grpokit-run"} and {lg.source for lg in logs.values()} == {"mlflow"}
+    trl = logs["grpo/trl-run"]
+    assert trl.flavor == "trl" and trl.steps == list(range(1, STEPS + 1))
+    assert {"reward/mean", "reward/std", "zv/frac", "kl_ref/k3", "length/mean"} <= trl.available
+    assert trl.context == {"temperature": 0.9, "max_new_tokens": 128, "eps_low": 0.2, "eps_high": 0.2, "epochs": 2}
+    gk = logs["grpo/grpokit-run"]
+    assert gk.flavor == "grpokit" and gk.config["algo"] == {"group_filter": "dynamic_sampling", "eps_high": 0.28}
+    assert gk.config["monitor"] == {"stop_when_learned": True} and gk.context["dynamic_sampling"] is True
+    code, out = _doctor(capsys, store, False, "trl-run")
+    assert code == 1 and "CRITICAL advantage collapse" in out and "grpo/trl-run" in out, out
+    code, out = _doctor(capsys, store)
+    assert code == 1 and out.count("advantage collapse") >= 2, out  # the summary table: both runs collapse
+
+
+def test_mlflow_file_store(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("mlflow")
+    _client(tmp_path, f"URI = {(tmp_path / 'mlruns').as_uri()!r}\n" + MLFLOW_RUNS)
+    _check_mlflow_store(tmp_path / "mlruns", capsys)
+    _check_mlflow_store(tmp_path, capsys)  # the folder holding mlruns/
+    run_dir = next(p.parent for p in (tmp_path / "mlruns").glob("*/*/meta.yaml") if "trl-run" in p.read_text())
+    log = read_run(run_dir)  # one run folder of the store
+    assert log.flavor == "trl" and log.steps == list(range(1, STEPS + 1))
+
+
+def test_mlflow_sqlite_store(tmp_path: Path, capsys) -> None:
+    """MLflow 3's default backend, `mlflow.db` (mlflow-skinny reads it with SQLAlchemy and alembic installed); the
+    database is not modified by reading it."""
+    pytest.importorskip("mlflow")
+    pytest.importorskip("sqlalchemy")
+    pytest.importorskip("alembic")
+    db = tmp_path / "mlflow.db"
+    _client(tmp_path, f"URI = 'sqlite:///{db}'\n" + MLFLOW_RUNS)
+    before = db.read_bytes()
+    _check_mlflow_store(db, capsys)
+    assert db.read_bytes() == before
+
+
+def test_mlflow_sqlite_without_sqlalchemy_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A real mlflow.db read where mlflow-skinny has no SQLAlchemy: one line naming what to install."""
+    pytest.importorskip("mlflow")
+    pytest.importorskip("sqlalchemy")
+    db = tmp_path / "mlflow.db"
+    _client(tmp_path, f"URI = 'sqlite:///{db}'\n" + MLFLOW_RUNS)
+    monkeypatch.setitem(sys.modules, "sqlalchemy", None)
+    code, out = _doctor(capsys, db)
+    assert code == 2 and len(out.strip().splitlines()) == 1 and "pip install sqlalchemy alembic" in out, out

@@ -31,24 +31,26 @@ Supported sources (the registry `READERS` holds them; `docs/doctor.md` has the s
 - `wandb-run`: a W&B run directory (`wandb/run-*`, `wandb/offline-run-*`, `latest-run`) or its `run-<id>.wandb`
   transaction log: wandb's protobuf `Record`s (`wandb.proto.wandb_internal_pb2`) in LevelDB-log framing, the one
   part read by hand (`wandb_run`); history, config and the run's name, the step as for W&B exports.
+- `mlflow`: an MLflow file store (`mlruns/`, an experiment or run folder of it) or SQLite store (`mlflow.db`), read
+  with MLflow's own client (`mlflow_store`); one run per MLflow run, config from its params.
   The trackers' keys are mapped with the table that knows the most of them (`wandb_export.keyed_segment`, as for
-  TensorBoard); `tracker_common` holds what the trackers' readers share.
+  TensorBoard); `tracker_common` holds what their readers share.
 - `tensorboard`: each directory of `events.out.tfevents.*` files is one run. Scalars are grouped by step; the tag
   flavour (grpokit, TRL's `train/...`/`eval/...` tags, verl, or OpenRLHF's `train/...` names in `OPENRLHF_NAMES`)
   is chosen by which mapping recognises the most tags; grpokit's config is read back from the `grpokit/config`
   text summary (or the run's `config.yaml`).
 
 A directory is searched recursively and each run in it is read separately (never merged); a grpokit run directory, a
-TRL output directory and a W&B run directory are one run each; a symbolic link to something inside the folder (W&B's
-`latest-run`) is not read twice. Canonical names are grpokit's (`grpokit.metric_names`); the mappings only ever map
-a source metric to the canonical name whose definition it matches, and say where the match is only approximate.
+TRL output directory, a W&B run directory and an MLflow file store are one run each (the store: one run per MLflow
+run in it); a symbolic link to something inside the folder (W&B's `latest-run`) is not read twice. Canonical names
+are grpokit's (`grpokit.metric_names`); the mappings only ever map a source metric to the canonical name whose
+definition it matches, and say where the match is only approximate.
 
 Modules: `names` (mapping tables), `values` (numbers out of logs), `canonical` (`RunLog`, mappers, the `Reader`
 interface), one module per format (`grpokit_run`, `trl_state`, `jsonl` (verl), `console` with `console_verl` /
-`console_trl` (and `console_openrlhf`), `console_skyrl`, `console_nemo`, `console_prime`,
-`console_slime` (with `console_text`, what they share, and `names_more`, their tables), `wandb_export`,
-`wandb_run` (with `tracker_common`), `tensorboard_events`), and `discovery` (the
-registry, the search of a path, `read_runs`).
+`console_trl` (and `console_openrlhf`), `console_skyrl`, `console_nemo`, `console_prime`, `console_slime` (with
+`console_text`, what they share, and `names_more`, their tables), `wandb_export`, `wandb_run`, `mlflow_store` (with
+`tracker_common`), `tensorboard_events`), and `discovery` (the registry, the search of a path, `read_runs`).
 """
 
 from __future__ import annotations

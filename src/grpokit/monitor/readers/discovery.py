@@ -16,6 +16,7 @@ from .console_skyrl import SkyRLReader
 from .console_slime import SlimeReader
 from .grpokit_run import GrpokitReader
 from .jsonl import VerlJsonlReader
+from .mlflow_store import MlflowReader
 from .tensorboard_events import TensorBoardReader
 from .trl_state import TrlReader
 from .wandb_export import WandbReader
@@ -34,6 +35,7 @@ READERS = Registry.of(
             VerlJsonlReader(),
             WandbReader(),
             WandbRunReader(),
+            MlflowReader(),
             SkyRLReader(),
             NemoRLReader(),
             PrimeRLReader(),
@@ -50,7 +52,7 @@ READERS = Registry.of(
 SUPPORTED = (
     "grpokit run directories, TRL output directories and trainer_state.json, console logs of TRL, verl, OpenRLHF, "
     "SkyRL, NeMo-RL, prime-rl, slime, ROLL and AReaL, verl JSONL, W&B run directories and history exports, "
-    "TensorBoard events (docs/doctor.md lists each format)"
+    "MLflow stores (mlruns/, mlflow.db), TensorBoard events (docs/doctor.md lists each format)"
 )
 
 _MAX_DEPTH = 8
@@ -62,7 +64,7 @@ COMPARE_PAGE = "compare.html"  # marks a folder `grpokit compare` wrote (grpokit
 def _native_run_dir(p: Path) -> tuple[str, list[Path]] | None:
     """A directory that is one run in a native format (grpokit run, TRL output dir, prime-rl output dir): its
     sub-folders (tb/, checkpoints, logs/) belong to it and are not searched."""
-    for name in ("grpokit", "trl", "prime-rl", "wandb-run"):
+    for name in ("grpokit", "trl", "prime-rl", "wandb-run", "mlflow"):
         found = READERS[name].runs(p)
         if found:
             return name, found[0][1]

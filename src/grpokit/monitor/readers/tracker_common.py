@@ -4,8 +4,11 @@ client."""
 
 from __future__ import annotations
 
+import ast
 import math
+import sqlite3
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from .canonical import RawRows, Segment, merge_segments
@@ -83,3 +86,82 @@ def store_segment(rows: RawRows, cfg: dict[str, Any], name: str, notes: list[str
         if seg.context:
             seg.notes.append(f"TRL's training arguments read from {where}")
     return seg
+
+
+SQLITE_MAGIC = b"SQLite format 3\0"
+
+
+def sqlite_tables(path: Path) -> set[str] | None:
+    """The table names of an SQLite file, opened read-only (None when it is not one; ValueError when a writer
+    holds it locked for over 2 s)."""
+    try:
+        with path.open("rb") as f:
+            if f.read(16) != SQLITE_MAGIC:
+                return None
+    except OSError:
+        return None
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=2)
+        try:
+            return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.OperationalError as e:
+        if "locked" in str(e):  # an exclusive writer (trackio, MLflow never hold it long)
+            raise ValueError(f"{path}: an SQLite database its writer keeps locked ({e}); try again") from None
+        return None
+    except sqlite3.Error:
+        return None
+
+
+def sqlite_snapshot(path: Path, dest: Path, what: str) -> None:
+    """A consistent copy of an SQLite database (`sqlite3`'s backup API, through a read-only connection: the
+    writer's WAL included, the original untouched); a database locked for longer than 10 s is one line."""
+    try:
+        src = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
+        try:
+            dst = sqlite3.connect(dest)
+            try:
+                src.backup(dst)
+            finally:
+                dst.close()
+        finally:
+            src.close()
+    except sqlite3.Error as e:
+        raise ValueError(f"{path} ({what}): cannot be read now ({e}); try again when its writer pauses") from None
+
+
+def param_value(text: str) -> Any:
+    """A parameter a tracker stored as text (`str(value)`: MLflow params) back as the value: None, booleans,
+    numbers, Python literals; anything else stays text."""
+    s = text.strip()
+    if s in ("None", "null"):
+        return None
+    if s in ("True", "False", "true", "false"):
+        return s in ("True", "true")
+    for conv in (int, float):
+        try:
+            return conv(s)
+        except ValueError:
+            pass
+    if s[:1] in "[{(\"'" and len(s) < 100_000:
+        try:
+            return ast.literal_eval(s)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            pass
+    return text
+
+
+def unflatten(flat: dict[str, Any]) -> dict[str, Any]:
+    """Dotted keys (`algo.eps_high`, as grpokit's MLflow tracker logs its config) as nested dicts."""
+    out: dict[str, Any] = {}
+    for key in sorted(flat, key=lambda k: k.count(".")):
+        node, parts = out, key.split(".")
+        for part in parts[:-1]:
+            nxt = node.setdefault(part, {})
+            if not isinstance(nxt, dict):
+                break
+            node = nxt
+        else:
+            node[parts[-1]] = flat[key]
+    return out
