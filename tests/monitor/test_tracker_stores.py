@@ -258,3 +258,61 @@ def test_mlflow_sqlite_without_sqlalchemy_is_one_line(tmp_path: Path, monkeypatc
     monkeypatch.setitem(sys.modules, "sqlalchemy", None)
     code, out = _doctor(capsys, db)
     assert code == 2 and len(out.strip().splitlines()) == 1 and "pip install sqlalchemy alembic" in out, out
+
+
+# -------------------------------------------------------------------------------------------------- trackio
+
+
+def test_trackio_database_and_folder(tmp_path: Path, capsys) -> None:
+    """transformers' trackio callback logs TRL's keys with `train/` and `train/global_step`; a second run of the
+    same project logs grpokit's names with trackio's own step; a NaN loss is trackio's "NaN"."""
+    pytest.importorskip("trackio")
+    _client(
+        tmp_path,
+        TRL_ROWS
+        + f"""
+import trackio
+trackio.init(project="grpo", name="trl-run", config={{"temperature": 0.7, "epsilon": 0.2, "epsilon_high": 0.28}})
+for s in range(1, {STEPS + 1}):
+    row = trl_row(s)
+    if s == 5:
+        row["train/loss"] = float("nan")
+    trackio.log(row)
+trackio.finish()
+trackio.init(project="grpo", name="grpokit-run", config={{"algo": {{"group_filter": "dynamic_sampling"}}}})
+for s in range(1, 6):
+    trackio.log({{"reward/mean": 0.5, "zv/frac": 0.1}}, step=s)
+trackio.finish()
+""",
+    )
+    folder = tmp_path / "trackio"
+    for path in (folder, folder / "grpo.db"):
+        logs = {lg.name.split("#")[-1]: lg for lg in read_runs(path)}
+        assert set(logs) == {"trl-run", "grpokit-run"} and {lg.source for lg in logs.values()} == {"trackio"}
+        trl = logs["trl-run"]
+        assert trl.flavor == "trl" and trl.steps == list(range(1, STEPS + 1))
+        assert trl.context == {"temperature": 0.7, "eps_low": 0.2, "eps_high": 0.28}
+        assert trl.rows[4]["train/nonfinite_loss"] == 1.0  # the NaN loss is read as the trainer wrote it
+        gk = logs["grpokit-run"]
+        assert gk.flavor == "grpokit" and gk.steps == [1, 2, 3, 4, 5] and gk.context["dynamic_sampling"] is True
+    code, out = _doctor(capsys, folder / "grpo.db", False, "trl-run")
+    assert code == 1 and "CRITICAL advantage collapse" in out and "trl-run" in out, out
+
+
+def test_trackio_database_locked_by_its_writer_is_one_line(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("trackio")
+    _client(tmp_path, 'import trackio\ntrackio.init(project="p")\ntrackio.log({"reward/mean": 1.0})\ntrackio.finish()')
+    import sqlite3
+
+    db = tmp_path / "trackio" / "p.db"
+    assert read_run(db).steps == [0]
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+    conn.execute("BEGIN EXCLUSIVE")
+    conn.execute("INSERT INTO project_metadata VALUES ('k', 'v')")
+    try:
+        code, out = _doctor(capsys, db)
+    finally:
+        conn.rollback()
+        conn.close()
+    assert code == 2 and len(out.strip().splitlines()) == 1 and "locked" in out, out

@@ -33,8 +33,9 @@ Supported sources (the registry `READERS` holds them; `docs/doctor.md` has the s
   part read by hand (`wandb_run`); history, config and the run's name, the step as for W&B exports.
 - `mlflow`: an MLflow file store (`mlruns/`, an experiment or run folder of it) or SQLite store (`mlflow.db`), read
   with MLflow's own client (`mlflow_store`); one run per MLflow run, config from its params.
-  The trackers' keys are mapped with the table that knows the most of them (`wandb_export.keyed_segment`, as for
-  TensorBoard); `tracker_common` holds what their readers share.
+- `trackio`: a trackio project database (`<project>.db`) through a read-only SQLite connection (`trackio_db`); one
+  run per trackio run, config from its `configs` table. The three trackers' keys are mapped with the table that
+  knows the most of them (`wandb_export.keyed_segment`, as for TensorBoard); `tracker_common` holds what they share.
 - `tensorboard`: each directory of `events.out.tfevents.*` files is one run. Scalars are grouped by step; the tag
   flavour (grpokit, TRL's `train/...`/`eval/...` tags, verl, or OpenRLHF's `train/...` names in `OPENRLHF_NAMES`)
   is chosen by which mapping recognises the most tags; grpokit's config is read back from the `grpokit/config`
@@ -49,8 +50,9 @@ definition it matches, and say where the match is only approximate.
 Modules: `names` (mapping tables), `values` (numbers out of logs), `canonical` (`RunLog`, mappers, the `Reader`
 interface), one module per format (`grpokit_run`, `trl_state`, `jsonl` (verl), `console` with `console_verl` /
 `console_trl` (and `console_openrlhf`), `console_skyrl`, `console_nemo`, `console_prime`, `console_slime` (with
-`console_text`, what they share, and `names_more`, their tables), `wandb_export`, `wandb_run`, `mlflow_store` (with
-`tracker_common`), `tensorboard_events`), and `discovery` (the registry, the search of a path, `read_runs`).
+`console_text`, what they share, and `names_more`, their tables), `wandb_export`, `wandb_run`, `mlflow_store`,
+`trackio_db` (with `tracker_common`), `tensorboard_events`), and `discovery` (the registry, the search of a path,
+`read_runs`).
 """
 
 from __future__ import annotations

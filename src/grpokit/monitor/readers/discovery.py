@@ -18,6 +18,7 @@ from .grpokit_run import GrpokitReader
 from .jsonl import VerlJsonlReader
 from .mlflow_store import MlflowReader
 from .tensorboard_events import TensorBoardReader
+from .trackio_db import TrackioReader
 from .trl_state import TrlReader
 from .wandb_export import WandbReader
 from .wandb_run import WandbRunReader
@@ -36,6 +37,7 @@ READERS = Registry.of(
             WandbReader(),
             WandbRunReader(),
             MlflowReader(),
+            TrackioReader(),
             SkyRLReader(),
             NemoRLReader(),
             PrimeRLReader(),
@@ -52,7 +54,7 @@ READERS = Registry.of(
 SUPPORTED = (
     "grpokit run directories, TRL output directories and trainer_state.json, console logs of TRL, verl, OpenRLHF, "
     "SkyRL, NeMo-RL, prime-rl, slime, ROLL and AReaL, verl JSONL, W&B run directories and history exports, "
-    "MLflow stores (mlruns/, mlflow.db), TensorBoard events (docs/doctor.md lists each format)"
+    "MLflow stores (mlruns/, mlflow.db), trackio databases, TensorBoard events (docs/doctor.md lists each format)"
 )
 
 _MAX_DEPTH = 8
