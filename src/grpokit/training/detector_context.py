@@ -15,6 +15,7 @@ def monitor_context(cfg: Config) -> dict[str, Any]:
     a, t = cfg.algo, cfg.train
     return {
         "dynamic_sampling": a.dynamic_sampling,
+        "group_filter": a.group_filter,
         "ds_shortfall": a.ds_shortfall,
         "policy_loss": a.policy_loss,
         "eps_low": a.eps_low,

@@ -4,10 +4,12 @@ autopilot; checkpoints every `train.save_every` steps and at the end; the final 
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
 
+from .. import metric_names as mn
 from ..models import precision_reason
 from ..rewards.sandbox_report import sandbox_line
 from .autopilot import write_rows
@@ -200,8 +202,22 @@ def _pretrain_critic(trainer: Trainer, display: Any) -> None:
         if trainer.log is not None:
             trainer.log.log(0, row)
     if display and rows:
-        last = rows[-1]
-        display.message(
-            f"value pretraining: {len(rows)} batches, explained variance "
-            f"{last['critic_pretrain/explained_variance']:.2f} (target {trainer.critic_cfg.pretrain_ev})"
+        display.message(pretrain_note(rows, trainer.critic_cfg))
+
+
+def pretrain_note(rows: list[dict[str, float]], cc: Any) -> str:
+    """The line that ends value pretraining: batches, the last explained variance against the target, and, where it
+    stopped at the cap short of the target, why and what to change. A NaN explained variance is undefined, not bad
+    (algos.explained_variance: the returns barely varied); printed as "nan" it told the user nothing."""
+    ev = rows[-1][mn.CRITIC_PRETRAIN_EXPLAINED_VARIANCE]
+    head = f"value pretraining: {len(rows)} batches"
+    if math.isfinite(ev) and ev >= cc.pretrain_ev:
+        return f"{head}, explained variance {ev:.2f} (target {cc.pretrain_ev})"
+    cap = f"stopped at critic.pretrain_max_steps={cc.pretrain_max_steps} short of the target {cc.pretrain_ev}"
+    if not math.isfinite(ev):
+        return (
+            f"{head}, explained variance undefined on the last batch: its returns barely varied (every answer "
+            f"equally right or wrong), so there was nothing to explain; {cap}. Prompts the model solves sometimes "
+            "give the critic something to fit (grpokit preflight filters the others)"
         )
+    return f"{head}, explained variance {ev:.2f}; {cap} (raise it, or lower critic.pretrain_ev)"

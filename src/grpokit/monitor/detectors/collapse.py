@@ -12,6 +12,8 @@ from .base import Alert, Detector, Windowed, register
 from .context import on_policy_run, unknown_config_note
 from .rows import RewardRange, StepWindow, accuracy_now, finite_at, number_at
 
+NEARLY_ALL = 0.95  # a zero-variance share at which a group filter has (almost) nothing left to keep
+
 
 @register
 class AdvantageCollapse(Windowed):
@@ -135,16 +137,28 @@ class AdvantageCollapse(Windowed):
         temp = self.context.get("temperature")
         first = f"sample at temperature 1 (rollout.temperature is {temp}: a cold sampler repeats one answer); "
         first, warm = (first, ["rollout.temperature=1.0"]) if self._cold() else ("", [])
-        if self.context.get("dynamic_sampling"):
+        if self.context.get("dynamic_sampling") or self.context.get("group_filter") == "gpg":
+            # GPG's filter resamples degenerate groups too: switching it for DAPO's would change the algorithm
+            name = "dynamic sampling" if self.context.get("dynamic_sampling") else "GPG's group filter"
             fix = (
-                f"{first}dynamic sampling is on and pays for this with extra generation rounds: a data mix with "
+                f"{first}{name} is on and pays for this with extra generation rounds: a data mix with "
                 f"{data} (grpokit preflight filters them), or a larger group size G"
             )
             return fix, warm
-        fix = (
-            f"{first}DAPO dynamic sampling (algo.group_filter=dynamic_sampling) to drop degenerate groups; a data mix "
-            f"with {data} (grpokit preflight filters them); a larger group size G" + unknown_config_note(self.context)
-        )
+        if ev["zero_variance_frac"] >= NEARLY_ALL:
+            # a filter keeps the groups with signal; with (almost) none it draws algo.max_gen_rounds and stops the run
+            # (every dapo recipe on a model that fails every sample), so the data comes first here
+            fix = (
+                f"{first}a data mix with {data} (grpokit preflight filters them), or a larger group size G: nearly "
+                "every group has no signal, so DAPO dynamic sampling (algo.group_filter=dynamic_sampling) alone would "
+                "find almost none to keep; with the data fixed it drops the rest" + unknown_config_note(self.context)
+            )
+        else:
+            fix = (
+                f"{first}DAPO dynamic sampling (algo.group_filter=dynamic_sampling) to drop degenerate groups; a data "
+                f"mix with {data} (grpokit preflight filters them); a larger group size G"
+                + unknown_config_note(self.context)
+            )
         # switched on mid-run, a filter that may not fill a batch must not end the run: short batches train instead
         partial = ["algo.ds_shortfall=partial"] if self.context.get("ds_shortfall") == "error" else []
         return fix, [*warm, *partial, "algo.group_filter=dynamic_sampling"]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ def grpokit_context(cfg: dict[str, Any]) -> dict[str, Any]:
         "dynamic_sampling": a.get("group_filter") == "dynamic_sampling"
         if "group_filter" in a
         else a.get("dynamic_sampling"),
+        "group_filter": a.get("group_filter"),
         "policy_loss": a.get("policy_loss"),
         "eps_low": a.get("eps_low"),
         "eps_high": a.get("eps_high"),
@@ -90,7 +92,22 @@ class GrpokitReader(Reader):
         f = files[0]
         cfg_path = f.parent / "config.yaml"
         cfg = yaml_load(cfg_path.read_text(encoding="utf-8", errors="replace")) if cfg_path.is_file() else {}
-        return [Segment(jsonl_rows(read_jsonl_objects(f)), identity_mapper, "grpokit", "", grpokit_context(cfg), cfg)]
+        ctx = grpokit_context(cfg)
+        if ctx and ctx.get("precision") is None:
+            ctx["precision"] = _resolved_precision(f.parent / "run.json")
+        return [Segment(jsonl_rows(read_jsonl_objects(f)), identity_mapper, "grpokit", "", ctx, cfg)]
+
+
+def _resolved_precision(run_json: Path) -> str | None:
+    """The precision `model.precision=auto` resolved to, as run.json records it. Without it the doctor judged a
+    bf16-autocast run by fp32's sampler-mismatch threshold and warned of a mismatch rounding alone gives (the demo:
+    mismatch KL 1.08e-3 against 1e-3; the live run, knowing bf16, rightly did not)."""
+    try:
+        info = json.loads(run_json.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return None
+    p = info.get("precision") if isinstance(info, dict) else None
+    return p if isinstance(p, str) and p != "auto" else None
 
 
 def _looks_empty(f: Path) -> bool:
