@@ -11,8 +11,9 @@ tokens forced (min_new_tokens = max_new_tokens: EOS never ends a row, so no row 
 torch's default threads. Variants (`--variants`, comma-separated):
 
 * base: grpokit's `SharedPrefixSampler` (rollout/hf.py) as the trainer builds it: prefill each distinct prompt
-  once into a `DynamicCache`, expand it to n rows, one decoder call per token (`past_key_values=cache`, the 2-D mask
-  grown by one column, transformers building the 4-D mask each call), LM head, inverse-CDF draw.
+  once into a `DynamicCache`, expand it to n rows, one decoder call per token (the cache under the keyword
+  `cache_arg` names, the 2-D mask grown by one column, transformers building the 4-D mask each call), LM head,
+  inverse-CDF draw.
 * static: the same loop (below, `StepSampler`) on a transformers `StaticCache` preallocated for P + T positions
   (P the padded prompt width; the prefilled dynamic cache copied in once), the 4-D boolean mask [N, 1, 1, P + T]
   kept by the loop and updated in place (transformers returns a 4-D mask as is), eager.
@@ -73,6 +74,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from grpokit.data.arithmetic import ADD1  # noqa: E402
 from grpokit.data.chat import render_prompt  # noqa: E402
+from grpokit.models.cache_arg import cache_arg  # noqa: E402
 from grpokit.models.prefix import decoder_and_head, positions, prefill  # noqa: E402
 from grpokit.rollout.base import SamplingParams, left_pad  # noqa: E402
 from grpokit.rollout.hf import SharedPrefixSampler, process_logits, sample_tokens  # noqa: E402
@@ -111,7 +113,7 @@ def hf_step(model: torch.nn.Module) -> Step:
     decoder, head = decoder_and_head(model)
 
     def step(tok: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, cache: Any) -> torch.Tensor:
-        out = decoder(input_ids=tok, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True)
+        out = decoder(input_ids=tok, attention_mask=mask, position_ids=pos, use_cache=True, **cache_arg(decoder, cache))
         return head(out.last_hidden_state[:, -1])
 
     return step

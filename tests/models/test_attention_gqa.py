@@ -12,6 +12,7 @@ from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
 from grpokit.models import load_model_and_tokenizer
 from grpokit.models.attention import SDPA_GQA, register_sdpa_gqa, use_cpu_gqa
+from grpokit.models.cache_arg import cache_arg
 
 ATOL = 2e-5
 
@@ -78,12 +79,13 @@ def test_decoding_through_a_kv_cache_matches_sdpa() -> None:
         for name, model in (("ref", ref), ("gqa", gqa)):
             cache, attn = DynamicCache(), mask
             pos = (attn.cumsum(1) - 1).clamp(min=0)
-            rows = [model(input_ids=ids, attention_mask=attn, position_ids=pos, past_key_values=cache).logits[:, -1]]
+            out = model(input_ids=ids, attention_mask=attn, position_ids=pos, **cache_arg(model, cache))
+            rows = [out.logits[:, -1]]
             for t in range(steps.shape[1]):
                 attn = torch.cat([attn, torch.ones_like(attn[:, :1])], 1)
                 pos = pos[:, -1:] + 1
                 tok = steps[:, t : t + 1]
-                out = model(input_ids=tok, attention_mask=attn, position_ids=pos, past_key_values=cache)
+                out = model(input_ids=tok, attention_mask=attn, position_ids=pos, **cache_arg(model, cache))
                 rows.append(out.logits[:, -1])
             logits[name] = torch.stack(rows, 1)
     assert float((logits["ref"] - logits["gqa"]).abs().max()) <= ATOL

@@ -7,6 +7,8 @@
 * `attention` — ``model.attn_implementation`` checked before loading, and ``sdpa_gqa`` (grouped-query attention
   without copying the key/value heads, the default on CPU);
 * `forward`, `prefix`, `value_heads` — the learner's forward pass, shared-prompt prefill, the critic's value heads.
+* `cache_arg` — the keyword a decoder takes its key/value cache under (``cache`` from transformers 5.24 on,
+  ``past_key_values`` before).
 """
 
 from __future__ import annotations

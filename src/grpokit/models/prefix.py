@@ -12,6 +12,8 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
+from .cache_arg import cache_arg
+
 
 def decoder_and_head(model: nn.Module) -> tuple[nn.Module, nn.Module]:
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -39,8 +41,8 @@ def prefill(
         input_ids=prompt_ids,
         attention_mask=prompt_mask,
         position_ids=positions(prompt_mask),
-        past_key_values=cache,
         use_cache=True,
+        **cache_arg(decoder, cache),
     )
     return cache, out.last_hidden_state[:, -1]
 
@@ -61,6 +63,6 @@ def shared_prefix_hidden(
     attn = torch.cat([prompt_mask, torch.ones(n, t, dtype=prompt_mask.dtype, device=prompt_mask.device)], 1)
     pos = prompt_mask.sum(1, keepdim=True) + torch.arange(t, device=prompt_mask.device)[None, :]
     out = decoder(
-        input_ids=completion_ids, attention_mask=attn, position_ids=pos, past_key_values=cache, use_cache=True
+        input_ids=completion_ids, attention_mask=attn, position_ids=pos, use_cache=True, **cache_arg(decoder, cache)
     )
     return torch.cat([h_last[inverse][:, None], out.last_hidden_state[:, :-1]], 1)

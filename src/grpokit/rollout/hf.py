@@ -12,6 +12,7 @@ from collections.abc import Callable
 import torch
 
 from ..config.sections import DECODE_MODES
+from ..models.cache_arg import cache_arg
 from ..models.prefix import decoder_and_head, positions, prefill
 from .base import ENGINES, RolloutOutput, SamplingParams, SharedModelEngine, left_pad
 from .sampling import draw_step, multinomial_tokens, process_logits, row_uniforms, sample_tokens
@@ -134,8 +135,8 @@ class SharedPrefixSampler(SharedModelEngine):
                     input_ids=tail_ids.to(device),
                     attention_mask=attn,
                     position_ids=positions(attn)[:, -width:],
-                    past_key_values=cache,
                     use_cache=True,
+                    **cache_arg(decoder, cache),
                 ).last_hidden_state[:, -1]
                 logits = head(h)
             comp, samp = self._decode(cache, logits, attn, positions(attn)[:, -1:], params)
@@ -176,6 +177,7 @@ class SharedPrefixSampler(SharedModelEngine):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """The eager loop: a dynamic cache; finished rows dropped once fewer than `compact_below` still run."""
         decoder, head = decoder_and_head(self.model)
+        cache_kw = cache_arg(decoder, cache)
         n_total = logits.shape[0]
         out_ids = torch.full((n_total, params.max_new_tokens), self.pad_id, dtype=torch.long)
         out_lp = torch.zeros((n_total, params.max_new_tokens), dtype=torch.float32)
@@ -211,7 +213,7 @@ class SharedPrefixSampler(SharedModelEngine):
             pos = pos + 1
             with self.autocast():
                 h = decoder(
-                    input_ids=tok[:, None], attention_mask=attn, position_ids=pos, past_key_values=cache, use_cache=True
+                    input_ids=tok[:, None], attention_mask=attn, position_ids=pos, use_cache=True, **cache_kw
                 ).last_hidden_state[:, -1]
                 logits = head(h)
         return out_ids, out_lp

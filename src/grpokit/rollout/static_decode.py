@@ -23,6 +23,7 @@ import torch
 from transformers import DynamicCache, StaticCache
 
 from ..common.safe_text import safe_text
+from ..models.cache_arg import cache_kwarg
 from .sampling import draw_step
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ class StaticDecoder:
         check_every: int = 8,
     ) -> None:
         self.decoder, self.head, self.config = decoder, head, config
+        self.cache_name = cache_kwarg(decoder)  # "cache" or "past_key_values", read once (outside any graph)
         self.autocast = autocast
         self.check_every = check_every
         self.caches: dict[tuple[int, int], StaticCache] = {}  # (rows, length)
@@ -99,7 +101,7 @@ class StaticDecoder:
         """Feed `tok` [b, 1] at positions `pos` [b, 1] (mask `attn` [b, max_len]); draw the next token."""
         with self.autocast():
             h = self.decoder(
-                input_ids=tok, attention_mask=attn, position_ids=pos, past_key_values=cache, use_cache=True
+                input_ids=tok, attention_mask=attn, position_ids=pos, use_cache=True, **{self.cache_name: cache}
             ).last_hidden_state[:, -1]
             logits = self.head(h)
         return draw_step(logits, u, ban_eos, s.eos, s.temperature, s.top_k, s.top_p)
@@ -112,7 +114,7 @@ class StaticDecoder:
         if key not in self.caches:
             probe, seen = torch.zeros((1, 1), dtype=torch.long, device=device), DtypeProbe()
             with self.autocast():
-                self.decoder(input_ids=probe, position_ids=probe, past_key_values=seen, use_cache=True)
+                self.decoder(input_ids=probe, position_ids=probe, use_cache=True, **{self.cache_name: seen})
             c = StaticCache(config=self.config, max_cache_len=max_len)
             k, v = seen.first
             c.early_initialization(rows, k.shape[1], k.shape[3], k.dtype, device)
