@@ -79,9 +79,10 @@ class ConstantCount:
         blind = name not in self.varied
         log.log(
             logging.WARNING if first and blind else logging.DEBUG,
-            "reward %s gave all %d completions of this batch, which differ, the same value %g: it cannot tell them "
-            "apart, so this batch teaches nothing through it. If some are right, the reward does not see them%s; "
-            "counted in %s%s",
+            "reward %s gave all %d completions of this batch, which differ, the same value %g, and has told no two "
+            "apart yet, so the batch teaches nothing through it. If the model really does as well on every one, "
+            "the task is too hard or too easy for it (grpokit preflight measures that); if not, the reward does "
+            "not see what it scores%s; counted in %s%s",
             name,
             n,
             value,
