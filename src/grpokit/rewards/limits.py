@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import glob
+import importlib.util
+import os
 from dataclasses import dataclass, field
 
 READ_CHOICES = ("limited", "all")  # SandboxLimits.read; what "limited" allows: readable.py
@@ -23,6 +26,8 @@ class SandboxLimits:
     by default user code is refused there (`worker.SandboxRefused`)."""
 
     # a TRL training script used as a reward module imports trl, torch and datasets: ~2.9 GiB of address space
+    # with torch's CPU build; a CUDA build maps ~2.6 GiB more of libraries, which the address-space limit adds
+    # on top (`torch_library_bytes`)
     memory_mb: int = 4096
     cpu_s: float | None = None
     cpu_budget_s: float | None = None
@@ -56,3 +61,23 @@ class SandboxLimits:
 
 class SandboxViolation(PermissionError):
     """Raised by the audit-hook fallback when reward code does what the sandbox forbids."""
+
+
+def torch_library_bytes() -> int:
+    """The size of the shared libraries `import torch` maps, where torch is installed: torch/lib and, beside a
+    CUDA build (PyPI's default on Linux), the nvidia/*/lib libraries it links, ~4 GiB of files of which it maps
+    ~3 GiB on import, on a CPU too. Mapped from files, not memory the reward allocates, so the sandbox's address
+    space limit counts them on top of `memory_mb` (else a reward module importing trl fails to load with
+    "libtorch_cuda.so: failed to map segment"). 0 without torch; torch itself is not imported."""
+    patterns = []
+    for name, libs in (("torch", "lib"), ("nvidia", "*/lib")):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None:
+            patterns += [
+                os.path.join(glob.escape(root), libs, "*.so*") for root in spec.submodule_search_locations or []
+            ]
+    files = {f for pattern in patterns for f in glob.glob(pattern)}
+    return sum(os.path.getsize(f) for f in files if os.path.isfile(f))

@@ -5,7 +5,8 @@ The worker is a fresh interpreter started with the allow-listed environment alon
 the trainer's secrets. `apply_sandbox` runs in it once, before any reward code, and `confine_files` then
 confines the process that serves the calls. In order:
 
-1. **Limits** (setrlimit, soft = hard): address space = the interpreter's size at start + `memory_mb`, per
+1. **Limits** (setrlimit, soft = hard): address space = the interpreter's size at start + the size of
+   torch's shared libraries where torch is installed (`limits.torch_library_bytes`) + `memory_mb`, per
    process (a program the reward starts gets its own allowance, unless a memory cgroup bounds them all, step
    2), open files, file size, no core files. CPU time is limited per call (`set_call_cpu_limit`, within a
    lifetime hard limit; then the worker is replaced).
@@ -68,7 +69,7 @@ except ImportError:  # Windows: no sandbox (ProcessRunner runs the worker unconf
 
 from . import cgroups, landlock, linux
 from .env_vars import restrict_environment
-from .limits import SandboxLimits, SandboxViolation
+from .limits import SandboxLimits, SandboxViolation, torch_library_bytes
 
 CPU_BUDGET_CALLS = 20  # default lifetime CPU of a worker, in calls' allowances; then a fresh worker takes over
 MIB = 1 << 20
@@ -255,7 +256,7 @@ def _unavailable(enforced: dict[str, str], what: str) -> None:
 
 def _set_limits(limits: SandboxLimits, keep_fds: set[int], enforced: dict[str, str]) -> None:
     """Memory (address space), open files, file size and core files (soft = hard)."""
-    base = linux.vm_size()
+    base = linux.vm_size() + torch_library_bytes()  # torch's libraries are mapped, not allocated
     if _set(resource.RLIMIT_AS, base + limits.memory_mb * MIB):
         enforced["memory"] = f"RLIMIT_AS {limits.memory_mb} MiB per process"
     else:
