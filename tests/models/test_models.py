@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+import transformers
+from packaging.version import Version
 
 from grpokit.models import (
     MODEL_CHOICES,
@@ -18,6 +21,7 @@ from grpokit.models import (
     autocast_ctx,
     build_tiny_model,
     cpu_bf16_is_fast,
+    enable_activation_checkpointing,
     ensure_embedded_model,
     greedy_chat,
     load_model_and_tokenizer,
@@ -213,6 +217,25 @@ def test_bf16_autocast_loss_and_grads_close_to_fp32(smollm_tokenizer: Any) -> No
     assert abs(losses["bf16-autocast"] - losses["fp32"]) / losses["fp32"] < 1e-2
     g32, g16 = grads["fp32"], grads["bf16-autocast"]
     assert ((g16 - g32).norm() / g32.norm()).item() < 5e-2
+
+
+def test_activation_checkpointing_is_enabled_by_transformers_current_name() -> None:
+    """model.gradient_checkpointing=true: `activation_checkpointing_enable` where transformers has it (5.23 on, the
+    newest-releases lane), `gradient_checkpointing_enable` only where it has not (the main lane's 5.19); neither
+    raises a deprecation, with or without LoRA, and the checkpointed model still trains."""
+    lora = {"r": 4, "alpha": 8, "target_modules": ["q_proj", "v_proj"]}
+    for model in (build_tiny_model(seed=0, hidden=32), load_model_and_tokenizer("tiny", dtype="fp32", lora=lora)[0]):
+        new = hasattr(model, "activation_checkpointing_enable")
+        assert new == (Version(transformers.__version__) >= Version("5.23"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            warnings.simplefilter("error", DeprecationWarning)
+            enable_activation_checkpointing(model)
+            assert model.is_activation_checkpointing if new else model.is_gradient_checkpointing
+        model.train()
+        ids = torch.randint(3, 100, (2, 6), generator=torch.Generator().manual_seed(0))
+        model(input_ids=ids, labels=ids).loss.backward()
+        assert any(p.grad is not None for p in model.parameters() if p.requires_grad)
 
 
 # ----------------------------------------------------------------------------------------- LoRA

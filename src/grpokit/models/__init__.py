@@ -34,6 +34,7 @@ __getattr__, __dir__ = lazy_exports(
         "loading": (
             "apply_lora",
             "build_tiny_model",
+            "enable_activation_checkpointing",
             "load_model_and_tokenizer",
         ),
         "precision": (

@@ -199,6 +199,14 @@ def _load_error(spec: str, e: Exception, local: bool) -> str:
     )
 
 
+def enable_activation_checkpointing(model: PreTrainedModel) -> None:
+    """model.gradient_checkpointing=true: transformers' `activation_checkpointing_enable` where it has it (5.23
+    on, where the older name `gradient_checkpointing_enable` is deprecated with a FutureWarning until v6),
+    `gradient_checkpointing_enable` before. A PEFT model hands either to its base model."""
+    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+    enable()
+
+
 def apply_lora(model: PreTrainedModel, lora: dict[str, Any], seed: int = 0) -> PreTrainedModel:
     """Wrap ``model`` in a peft LoRA adapter; only the adapter weights stay trainable.
 

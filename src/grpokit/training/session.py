@@ -20,7 +20,13 @@ from ..common import faults
 from ..config import Config
 from ..data.limits import model_context, prompt_limit
 from ..data.split import TaskData, load_task_data
-from ..models import Precision, autocast_ctx, load_model_and_tokenizer, resolve_precision
+from ..models import (
+    Precision,
+    autocast_ctx,
+    enable_activation_checkpointing,
+    load_model_and_tokenizer,
+    resolve_precision,
+)
 from ..parallel.distributed import broadcast_object, device_for_rank, init_distributed
 from ..rewards import RewardManager
 from ..rewards.limits import SandboxLimits
@@ -143,7 +149,7 @@ def open_session(
         attn_implementation=m.attn_implementation,
     )
     if cfg.model.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        enable_activation_checkpointing(model)
     model.train()
     if info.rank:  # same initial weights on every rank, but each rank samples its own completions
         seed_everything(cfg.train.seed + 1_000_003 * info.rank)
