@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup test test-fast kernel-matrix demo lint bench clean
+.PHONY: setup setup-latest test test-latest test-fast kernel-matrix demo lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,6 +20,22 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# the newest-releases lane (.venv-latest): grpokit[dev] as pip resolves it today, without vLLM's pins, so the newest
+# torch, transformers, TRL and accelerate the registry serves within pyproject.toml's upper bounds (raise a bound once
+# this lane passes on the newer release). The registry has no CPU build of torch newer than the main lane's 2.13.0, so
+# this is PyPI's default Linux build (CUDA libraries, ~3 GB downloaded once, pip's cache keeps them), run on the CPU;
+# PIP_CONSTRAINT=/dev/null: a machine-wide pip constraint capping torch does not hold the lane back.
+LATEST := .venv-latest
+LBIN := $(LATEST)/bin
+LATEST_STAMP := $(LATEST)/.installed
+$(LATEST_STAMP): pyproject.toml
+	test -x $(LBIN)/python || $(PY) -m venv $(LATEST)
+	$(LBIN)/pip install -q --upgrade pip
+	PIP_CONSTRAINT=/dev/null $(LBIN)/pip install -q --upgrade --upgrade-strategy eager -e '.[dev]' accelerate
+	touch $(LATEST_STAMP)
+
+setup-latest: $(LATEST_STAMP)
 
 # what `make demo` needs and no more: torch and grpokit's core dependencies (no vLLM, triton, trackers or test
 # tools; docs/install.md "Disk and install size" has the sizes). A machine with `make setup` done already has all of it.
@@ -41,12 +57,23 @@ lint: $(STAMP)
 AUTO_BF16 = $(BIN)/python -c 'from grpokit.models import cpu_bf16_is_fast as f; print(int(f()))'
 MACHINE = $(BIN)/python -c 'from grpokit.models.precision import machine_lines as m; print(chr(10).join(m()))'
 
-test: $(STAMP)
+test: $(STAMP) $(LATEST_STAMP)
 	@$(MACHINE)
 	$(BIN)/ruff check src tests bench scripts
 	b=$$($(AUTO_BF16)); \
 	GRPOKIT_CPU_BF16=$$b GRPOKIT_REQUIRE_VLLM=1 $(BIN)/python -m pytest -x tests && \
 	GRPOKIT_CPU_BF16=$$((1 - b)) $(BIN)/python -m pytest -x -m precision tests
+	@$(MAKE) --no-print-directory test-latest
+
+# the second lane of `make test`, on the newest releases: the fast lane and the tests that train (no vLLM there:
+# its tests skip), first naming the versions it runs
+LATEST_VERSIONS = $(LBIN)/python -c 'from importlib.metadata import version as v; \
+	print("newest-releases lane (.venv-latest): " + ", ".join(p + " " + v(p) for p in \
+	("torch", "transformers", "trl", "accelerate", "peft", "datasets")))'
+test-latest: $(LATEST_STAMP)
+	@$(LATEST_VERSIONS)
+	b=$$($(LBIN)/python -c 'from grpokit.models import cpu_bf16_is_fast as f; print(int(f()))'); \
+	GRPOKIT_CPU_BF16=$$b $(LBIN)/python -m pytest -x -m "(not slow and not trains) or trains" tests
 
 # the fast lane: everything that neither trains a model nor runs a slow subprocess (a few minutes); run it while
 # editing, and `make test` (the whole suite, what CI runs) before a commit
@@ -67,4 +94,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/logits_memory.py
 
 clean:
-	rm -rf $(VENV) runs .cache
+	rm -rf $(VENV) $(LATEST) runs .cache
