@@ -200,10 +200,20 @@ class OneStepOffPolicy:
         return drawn
 
     def background(self, make_filter: MakeFilter) -> Drawn:
+        """The next step's batch, drawn in the sampler's thread while the learner updates.
+
+        torch keeps autocast's cast cache (the bf16 copies of the learner's weights, one per weight for a whole
+        forward) for the process but counts autocast nesting per thread: each time the sampler left its own
+        autocast region its thread's count fell to 0 and cleared the learner's cache mid-forward, so a weight used
+        twice (shared-prompt prefill, then completions) was cast twice, its two bf16 gradients rounded apart, and
+        the update depended on when the sampler's forwards ended. Held one level deep while it draws, the sampler's
+        exits never clear it; its own weights are frozen (`requires_grad=False`), which autocast never caches."""
         SAMPLER_THREAD.active = True
+        torch.autocast_increment_nesting()
         try:
             return self.draw(make_filter)
         finally:
+            torch.autocast_decrement_nesting()
             SAMPLER_THREAD.active = False
 
 
