@@ -125,7 +125,7 @@ def test_unreadable_input_is_one_short_line(tmp_path: Path) -> None:
     bad = doctor(str(junk))
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
     assert "not a supported training log" in bad.stderr and "docs/doctor.md" in bad.stderr
-    assert len(bad.stderr) < len(str(junk)) + 320
+    assert len(bad.stderr) < len(str(junk)) + 480  # the path, and the formats it could have been (W&B, MLflow, ...)
 
 
 def test_a_reader_that_stops_reading_gets_no_traceback() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from ... import metric_names as mn
 from .base import Alert, Detector, Windowed, register
 from .context import on_policy_run, unknown_config_note
-from .rows import RewardRange, StepWindow, accuracy_now, finite_at, number_at
+from .rows import RewardRange, StepWindow, accuracy_now, finite_at, number_at, task_learned
 
 NEARLY_ALL = 0.95  # a zero-variance share at which a group filter has (almost) nothing left to keep
 
@@ -81,7 +81,7 @@ class AdvantageCollapse(Windowed):
         ev["wasted_compute"] = f"~{zv:.0%} of sampled groups give no gradient"
         fix, actions = self._fix(ev)
         sev = "critical" if zv >= self.critical else "warning"
-        if _learned(ev, self.learned) and not self._cold():  # a cold sampler's all-correct groups may repeat one answer
+        if task_learned(ev, self.learned) and not self._cold():  # cold: all-correct may be one answer repeated
             if not windowed:
                 return False, None  # a task is learned over a full window, not two rows
             return True, self.new_alert(
@@ -145,20 +145,16 @@ class AdvantageCollapse(Windowed):
                 f"{data} (grpokit preflight filters them), or a larger group size G"
             )
             return fix, warm
-        if ev["zero_variance_frac"] >= NEARLY_ALL:
-            # a filter keeps the groups with signal; with (almost) none it draws algo.max_gen_rounds and stops the run
-            # (every dapo recipe on a model that fails every sample), so the data comes first here
-            fix = (
-                f"{first}a data mix with {data} (grpokit preflight filters them), or a larger group size G: nearly "
-                "every group has no signal, so DAPO dynamic sampling (algo.group_filter=dynamic_sampling) alone would "
-                "find almost none to keep; with the data fixed it drops the rest" + unknown_config_note(self.context)
-            )
-        else:
-            fix = (
-                f"{first}DAPO dynamic sampling (algo.group_filter=dynamic_sampling) to drop degenerate groups; a data "
-                f"mix with {data} (grpokit preflight filters them); a larger group size G"
-                + unknown_config_note(self.context)
-            )
+        # a filter keeps the groups with signal; with (almost) none it draws algo.max_gen_rounds and stops the run
+        # (every dapo recipe on a model that fails every sample), so the data comes first there
+        ds, mix = "DAPO dynamic sampling (algo.group_filter=dynamic_sampling)", f"a data mix with {data}"
+        fix = first + (
+            f"{mix} (grpokit preflight filters them), or a larger group size G: nearly every group has no signal, so "
+            f"{ds} alone would find almost none to keep; with the data fixed it drops the rest"
+            if ev["zero_variance_frac"] >= NEARLY_ALL
+            else f"{ds} to drop degenerate groups; {mix} (grpokit preflight filters them); a larger group size G"
+        )
+        fix += unknown_config_note(self.context)
         # switched on mid-run, a filter that may not fill a batch must not end the run: short batches train instead
         partial = ["algo.ds_shortfall=partial"] if self.context.get("ds_shortfall") == "error" else []
         return fix, [*warm, *partial, "algo.group_filter=dynamic_sampling"]
@@ -176,16 +172,6 @@ class AdvantageCollapse(Windowed):
             self.values.add(step, 1.0 if hi - lo < 1e-8 else 0.0)
             return RANGE_SIGNAL
         return None
-
-
-def _learned(ev: dict[str, Any], floor: float) -> bool:
-    """The zero-variance groups are the task learned: at least `floor` of them are all-correct (all-correct share /
-    (all-correct + all-wrong) over the window). Records that share in `ev` as `learned_share`."""
-    right, wrong = ev.get("all_correct_frac"), ev.get("all_wrong_frac")
-    if not (isinstance(right, float) and isinstance(wrong, float)) or right + wrong <= 0:
-        return False
-    ev["learned_share"] = round(right / (right + wrong), 3)
-    return ev["learned_share"] >= floor
 
 
 RANGE_SIGNAL = "adv/min=max"  # the zero-variance signal derived from the range of the step's advantages or rewards

@@ -112,3 +112,13 @@ class RewardRange:
     @property
     def zero_one(self) -> bool:
         return self.seen and self.lo >= 0.0 and self.hi <= 1.0 and self.hi > self.lo
+
+
+def task_learned(ev: dict[str, Any], floor: float) -> bool:
+    """The zero-variance groups are the task learned: at least `floor` of them are all-correct (all-correct share /
+    (all-correct + all-wrong) over the window). Records that share in `ev` as `learned_share`."""
+    right, wrong = ev.get("all_correct_frac"), ev.get("all_wrong_frac")
+    if not (isinstance(right, float) and isinstance(wrong, float)) or right + wrong <= 0:
+        return False
+    ev["learned_share"] = round(right / (right + wrong), 3)
+    return ev["learned_share"] >= floor
