@@ -91,11 +91,14 @@ def test_a_library_handler_added_after_install_writes_escaped_cut_and_once() -> 
             lib.exception("failed")
     finally:
         lib.handlers.clear()
+        safe_logging.uninstall()
     text = stream.getvalue()
     assert RAW.search(text) is None and len(text) < 2 * safe_logging.LIMIT + 200
     assert text.count("Timeout during parsing: 7777") == 1 and "[cut " in text
     assert "ValueError: boom \\x1b]52;c;ZXZpbA==\\x07" in text  # the traceback, escaped
     assert records.repeats[("a_library_of_test_worker_output", logging.WARNING, text.split("\n")[0])] == 2
+    lib.propagate = True
+    assert logging.getLogRecordFactory() is logging.LogRecord  # uninstalled: logging as it was
 
 
 # ------------------------------------------------------------------------------ the real worker and CLI

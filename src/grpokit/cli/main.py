@@ -307,6 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return int(args.fn(args) or 0)
         finally:  # before the line that ends the command, if any
+            safe_logging.uninstall()
             if records.summary():
                 print(f"grpokit: {records.summary()}", file=sys.stderr)
     except GrpokitError as e:  # a config, model, checkpoint, reward or sampling error: its label and status

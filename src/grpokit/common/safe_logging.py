@@ -21,7 +21,7 @@ import traceback
 
 from .safe_text import safe_text
 
-__all__ = ["SafeRecords", "install"]
+__all__ = ["SafeRecords", "install", "uninstall"]
 
 LIMIT = 20_000  # characters of one record: an error message with its traceback, not a 20 MB text
 SEEN_MAX = 10_000  # distinct records remembered for deduplication; older ones are then forgotten in bulk
@@ -100,5 +100,19 @@ def install() -> SafeRecords:
             return record
 
         factory.grpokit_safe = True  # type: ignore[attr-defined]
+        factory.grpokit_previous = previous  # type: ignore[attr-defined]
         logging.setLogRecordFactory(factory)
     return _FILTER
+
+
+def uninstall() -> None:
+    """Undo `install()`: the record factory it replaced comes back and no handler keeps the filter (a command run
+    in a process that goes on, such as a test calling the CLI's `main`, leaves logging as it found it)."""
+    factory = logging.getLogRecordFactory()
+    if getattr(factory, "grpokit_safe", False):
+        logging.setLogRecordFactory(factory.grpokit_previous)  # type: ignore[attr-defined]
+    handlers = [logging.lastResort] if logging.lastResort is not None else []
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        handlers += getattr(logger, "handlers", [])
+    for handler in handlers:
+        handler.removeFilter(_FILTER)
