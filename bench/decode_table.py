@@ -12,6 +12,8 @@ same seed, one of `--new-tokens` tokens and one of a single token (prefill + fir
   ms per decode step = median over repeats of (t(new tokens) - t(1 token)) / (new tokens - 1)
   tokens/s           = rows / (ms per decode step / 1000)
   same tokens        = share of the drawn tokens equal to the eager mode's from the same seed
+  graphs             = Dynamo's unique graphs this mode made; recompiles after warm-up = those made by the timed
+                       generates (0 when one capture serves the run); cudagraph skips = inductor's declined graphs
 
 The weights: the embedded model's real weights at 135m when it is here (else random weights of its shape), random
 at 0.4b; bf16 on CUDA, fp32 on CPU. `--model DIR` takes a local model directory for the 135m row instead.
@@ -28,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # the checkout's grpokit, installed or not
 
 SHAPES = {
     # SmolLM2-135M-Instruct
@@ -96,6 +100,13 @@ def timed(engine: Any, ps: list[list[int]], params: Any, seed: int) -> tuple[flo
     return time.perf_counter() - t0, out
 
 
+def compile_counts() -> tuple[int, int]:
+    """(Dynamo's unique graphs so far, inductor's cudagraph skips so far) in this process."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"], counters["inductor"]["cudagraph_skips"]
+
+
 def measure(model: Any, tok: Any, mode: str, rows: int, new: int, repeats: int, seed: int) -> dict[str, Any]:
     """One row of the table for `mode` (see the module docstring)."""
     from grpokit.rollout import SamplingParams
@@ -106,14 +117,29 @@ def measure(model: Any, tok: Any, mode: str, rows: int, new: int, repeats: int, 
     engine = SharedPrefixSampler(model, tok, decode=mode)
     full = SamplingParams(n=group, max_new_tokens=new, min_new_tokens=new)
     one = SamplingParams(n=group, max_new_tokens=1, min_new_tokens=1)
+    graphs0, skips0 = compile_counts()
     t_warm, out = timed(engine, ps, full, seed)
+    graphs_warm, _ = compile_counts()
     steps = []
     for _ in range(repeats):
         t_full, out = timed(engine, ps, full, seed)
         t_one, _ = timed(engine, ps, one, seed)
         steps.append((t_full - t_one) / (new - 1))
     ms = 1000 * statistics.median(steps)
-    return {"mode": mode, "ms_per_step": ms, "tokens_per_s": rows / (ms / 1000), "warmup_s": t_warm, "ids": out}
+    graphs, skips = compile_counts()
+    counts = {
+        "graphs": graphs - graphs0,
+        "recompiles_after_warmup": graphs - graphs_warm,
+        "cudagraph_skips": skips - skips0,
+    }
+    return {
+        "mode": mode,
+        "ms_per_step": ms,
+        "tokens_per_s": rows / (ms / 1000),
+        "warmup_s": t_warm,
+        "ids": out,
+        **counts,
+    }
 
 
 def table(shapes: list[str], modes: list[str], args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -138,13 +164,14 @@ def table(shapes: list[str], modes: list[str], args: argparse.Namespace) -> list
 
 def markdown(rows: list[dict[str, Any]], n_rows: int, new: int) -> str:
     lines = [
-        f"| shape ({n_rows} rows x {new} tokens) | weights | mode | ms per decode step | tokens/s | same as eager |",
-        "|---|---|---|---:|---:|---:|",
+        f"| shape ({n_rows} rows x {new} tokens) | weights | mode | ms per decode step | tokens/s | same as eager "
+        "| graphs | recompiles after warm-up | cudagraph skips |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
             f"| {r['shape']} | {r['weights']} | {r['mode']} | {r['ms_per_step']:.2f} | {r['tokens_per_s']:,.0f} | "
-            f"{r['same_tokens']:.0%} |"
+            f"{r['same_tokens']:.0%} | {r['graphs']} | {r['recompiles_after_warmup']} | {r['cudagraph_skips']} |"
         )
     return "\n".join(lines)
 

