@@ -66,6 +66,8 @@ MISMATCH_ABS_DIFF_MEAN = "mismatch/abs_diff_mean"  # token-mean |log pi_learner 
 MISMATCH_ABS_DIFF_MAX = "mismatch/abs_diff_max"  # largest |log-prob difference|
 MISMATCH_KL_K1 = "mismatch/kl_k1"  # k1 estimate of KL(sampler || learner)
 MISMATCH_KL_K3 = "mismatch/kl_k3"  # k3 estimate of KL(sampler || learner)
+MISMATCH_PROBS_DIFF_MEAN = "mismatch/probs_diff_mean"  # token-mean |p_learner - p_sampler| (probabilities)
+MISMATCH_PROBS_DIFF_MAX = "mismatch/probs_diff_max"  # largest token |p_learner - p_sampler|
 
 # --- response length (docs/math.md §17.5) ----------------------------------------------------------------------------
 LENGTH_PREFIX = "length/"
@@ -159,6 +161,12 @@ PERF_PREFIX = "perf/"
 PERF_TOKENS_PER_S = "perf/tokens_per_s"  # (prompt + response) tokens per second of the step
 PERF_GEN_TOKENS = "perf/gen_tokens"  # tokens generated in the step
 PERF_GEN_TOKENS_PER_S = "perf/gen_tokens_per_s"  # generated tokens per second of generation
+TIME_UPDATE = "time/update"  # wall seconds of the learner's update (verl `update_actor`)
+TIME_LOGPROBS = "time/logprobs"  # wall seconds of the log-prob passes before the update (old policy)
+TIME_REF = "time/ref"  # wall seconds of the reference model's log-prob pass
+PERF_MEM_ALLOCATED_GB = "perf/mem_allocated_gb"  # peak accelerator memory allocated in the step, GB
+PERF_MEM_RESERVED_GB = "perf/mem_reserved_gb"  # peak accelerator memory reserved by the allocator, GB
+PERF_MEM_CAPACITY_GB = "perf/mem_capacity_gb"  # the card's memory, GB, where the log states it
 
 # --- held-out evaluation --------------------------------------------------------------------------------------
 EVAL_PREFIX = "eval/"

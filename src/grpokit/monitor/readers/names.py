@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from ... import metric_names as mn
+from .names_system import SYSTEM_CANONICAL, TRL_SYSTEM_NAMES, VERL_SYSTEM_NAMES
 
 # The canonical names other sources are mapped onto (grpokit logs more; its own rows keep every key).
 CANONICAL: frozenset[str] = frozenset(
@@ -61,7 +62,7 @@ CANONICAL: frozenset[str] = frozenset(
         mn.EPISODE_TOOL_CALLS_MEAN,
         mn.EPISODE_TOOL_ERROR_RATE,
     }
-)
+) | SYSTEM_CANONICAL
 
 # --------------------------------------------------------------------------------------------- mapping tables
 # Each table maps a source's own metric name to the canonical name(s) with the same definition. Order matters
@@ -130,6 +131,7 @@ TRL_NAMES: dict[str, tuple[str, ...]] = {
     # TRL < 0.16 logged each reward function's mean without the `/mean` suffix
     "rewards/accuracy_reward": (mn.REWARD_ACCURACY,),
     "eval_rewards/accuracy_reward": (mn.EVAL_ACCURACY,),
+    **TRL_SYSTEM_NAMES,  # phase times (names_system)
 }
 
 #: verl PPO/GRPO trainer metric names (`ray_trainer.py`, `metric_utils.py`, `dp_actor.py`, rollout correction).
@@ -189,6 +191,7 @@ VERL_NAMES: dict[str, tuple[str, ...]] = {
     "rollout_corr/k3_kl": (mn.MISMATCH_KL_K3,),
     "mismatch/kl": (mn.MISMATCH_KL_K1,),  # verl's earlier `mismatch/` prefix for the same metrics
     "mismatch/k3_kl": (mn.MISMATCH_KL_K3,),
+    **VERL_SYSTEM_NAMES,  # phase times, peak memory, sampler/learner probability gap (names_system)
 }
 # Left out, multi-turn (`verl/trainer/ppo/metric_utils.py`, `verl/experimental/agent_loop/tool_agent_loop.py` at
 # b178a3c, 2026-01): `num_turns/{mean,max,min}` counts user (tool/interaction) turns + assistant turns + 1, not the
