@@ -3,7 +3,6 @@ training (before, every `train.eval_every` steps, after) and `grpokit eval`."""
 
 from __future__ import annotations
 
-import time
 import types
 
 import torch
@@ -11,6 +10,7 @@ import torch
 from .. import metric_names as mn
 from .phases.scoring import completion_id_lists, prompt_id_lists
 from .session import Session
+from .timer import clock
 
 EVAL_SEED_STRIDE = 7919  # Trainer.evaluate seeds step s's evaluation with train.seed + 7919 * (s + 1)
 
@@ -26,8 +26,8 @@ def evaluate(session: Session, n_samples: int = 1, *, seed: int = 0, step: int |
     """
     if not session.data.held_out_tokens:
         return {}
-    t0 = time.perf_counter()
-    with torch.random.fork_rng(devices=[]):
+    t0 = clock()
+    with torch.random.fork_rng(devices=rng_devices()):
         torch.manual_seed(seed)
         out = session.engine.generate(
             session.data.held_out_tokens,
@@ -52,8 +52,14 @@ def evaluate(session: Session, n_samples: int = 1, *, seed: int = 0, step: int |
         mn.EVAL_LENGTH: float(out.lengths.double().mean()),
         mn.EVAL_TRUNCATION_RATE: float(out.truncated.double().mean()),
         mn.EVAL_N: float(len(out.texts)),
-        mn.TIME_EVAL: time.perf_counter() - t0,
+        mn.TIME_EVAL: clock() - t0,
     }
+
+
+def rng_devices() -> list[int]:
+    """The CUDA devices whose generators evaluation forks and restores: the current one where CUDA is in use
+    (`torch.manual_seed` reseeds it too, so leaving it out would let evaluating change the run), none on CPU."""
+    return [torch.cuda.current_device()] if torch.cuda.is_initialized() else []
 
 
 def pass_at_k(prompt_index: torch.Tensor, correct: torch.Tensor) -> dict[str, float]:

@@ -1,13 +1,26 @@
 """How long each phase of a step took: `with timer("generate"): ...` adds the block's seconds under its name, and
 `timer.add("gen_tokens", n)` adds a count (verl's `marked_timer` idea). A phase takes no timings argument: the step
 times the calls it makes, and a phase that times its own parts (the update's forward, backward and optimizer)
-returns them."""
+returns them.
+
+On CUDA the clock is read after `torch.cuda.synchronize()` (`clock()`): kernels run asynchronously, so an unsynced
+phase would time its launches and the next phase would pay for its work, and the MFU computed from the update's
+seconds would be wrong. Where CUDA is not initialised nothing is synchronised."""
 
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Iterator
+
+
+def clock() -> float:
+    """`time.perf_counter()` once the work queued on the current CUDA device has finished (no sync without CUDA)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    return time.perf_counter()
 
 
 class Timer:
@@ -18,11 +31,11 @@ class Timer:
 
     @contextlib.contextmanager
     def __call__(self, name: str) -> Iterator[None]:
-        t0 = time.perf_counter()
+        t0 = clock()
         try:
             yield
         finally:
-            self.add(name, time.perf_counter() - t0)
+            self.add(name, clock() - t0)
 
     def add(self, name: str, value: float) -> None:
         self.totals[name] = self.totals.get(name, 0.0) + value

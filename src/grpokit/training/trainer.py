@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import time
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +51,7 @@ from .phases.signals import step_signals, timing_metrics
 from .phases.update import TrainState, run_update
 from .phases.value_pretrain import pretrain_critic
 from .session import Session, open_session
-from .timer import Timer
+from .timer import Timer, clock
 
 
 def make_kl_controller(algo: Any, value: float | None = None) -> Any:
@@ -267,7 +266,7 @@ class Trainer:
     def train_step(self) -> StepResult:
         """One step of the algorithm, its phases in order (docs/layout.md follows them file by file)."""
         timer = Timer()
-        t_step = time.perf_counter()
+        t_step = clock()
         # 1. rollout, 2. scoring (sample_round), 3. filter (phases/batch_source.py draw_batch): sampled now, or
         # during the last update one update behind (rollout.max_staleness=1)
         drawn = self.batches.next(self.new_filter, last=self.step + 1 >= self.cfg.train.steps)
@@ -278,7 +277,7 @@ class Trainer:
         metrics.update(self.advantages(b, timer))  # 4. old/ref log-probs, values, KL placement, advantages
         metrics.update(self.update(b, timer))  # 5. update: optimizer steps over epochs x mini-batches
         timer.merge(self.batches.after_update(metrics))  # the engine(s) get the new weights
-        metrics.update(self.signals(b, timer, time.perf_counter() - t_step))  # 6. the step's §17 signals
+        metrics.update(self.signals(b, timer, clock() - t_step))  # 6. the step's §17 signals
         # one global row on every rank: controllers, detectors and autopilot then act the same everywhere
         metrics = global_metrics(metrics, self.info)
         self.after_step(metrics, int(metrics[mn.TRAIN_BATCH_SIZE]))

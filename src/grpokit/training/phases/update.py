@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +26,7 @@ from ...rollout import SamplingParams
 from ..batch import Batch
 from ..critic import Critic, CriticOptimizer
 from ..timer import Timer
+from ..timer import clock as now
 from .advantage import micro_batches, truncation
 
 
@@ -180,7 +180,7 @@ def _mini_batch(
     mets = []
     parts = lockstep(split_micro_batches(mbb, state.train), state)
     for i, (idx, real) in enumerate(parts):
-        t0 = time.perf_counter()
+        t0 = now()
         with state.sync_context(last=i == len(parts) - 1):
             if policy_forward:
                 loss, met = _micro_loss(
@@ -190,13 +190,13 @@ def _mini_batch(
                 mask = mbb.mask[idx].to(next(state.critic.parameters()).device)
                 loss, met = _value_loss(state, mbb, idx, None, mask, dens)
             loss = loss if real else loss * 0.0  # a repeat that only keeps the ranks' collectives in step
-            t1 = time.perf_counter()
+            t1 = now()
             loss.backward()
         clock["forward"] += t1 - t0
-        clock["backward"] += time.perf_counter() - t1
+        clock["backward"] += now() - t1
         if real:
             mets.append(met)
-    t0 = time.perf_counter()
+    t0 = now()
     agg = mean_dicts(mets)
     if train_policy:
         params = [p for g in state.optimizer.param_groups for p in g["params"]]
@@ -216,7 +216,7 @@ def _mini_batch(
         all_reduce_grads([p for p in state.critic.parameters() if p.requires_grad], state.info)
         agg[mn.CRITIC_GRAD_NORM] = state.critic_opt.step()
         agg[mn.CRITIC_LR] = state.critic_opt.optimizer.param_groups[0]["lr"]
-    clock["optimizer"] += time.perf_counter() - t0
+    clock["optimizer"] += now() - t0
     return agg
 
 
