@@ -34,7 +34,7 @@ from .readers.grpokit_run import grpokit_context, yaml_load
 from .readers.jsonl import jsonl_rows
 from .readers.names import TRL_NAMES, VERL_NAMES
 from .readers.values import NAN
-from .tail import Tail
+from .tail import SEED_BYTES, Tail, head_text, line_end_before, open_regular, tail_text
 
 Sink = Callable[[int, int, dict[str, float]], None]  # (run index in the file, step, the source's values)
 
@@ -76,6 +76,8 @@ class WholeLog(Log):
         self._signature = sig
         if settled and not self._held and not final:
             return  # nothing new since the last read: a large log is not re-read every poll
+        if not self.path.is_dir():
+            open_regular(self.path).close()  # a FIFO or a device put in its place is one line, never a blocking read
         first, self._first = self._first, None
         log = first if first is not None and sig == self._first_signature else read_run(self.path, self.run)
         rows = [r for r in log.rows if int(r["step"]) > self.last_step]
@@ -145,6 +147,9 @@ class LineLog(Log):
         self.flavor, self.context = flavor, context
         self.mapper, self.order, self.split, self._parser = mapper, order, split, parser
         self.tail = Tail(file)
+        # a line carries its own step (verl's JSONL and console, a grpokit run): reading can start anywhere
+        self.seekable = parser in (_JsonlLines, _VerlLines)
+        self.last_values: dict[str, float] = {}  # the source's values of the newest row handed out
         self.last_step = 0  # the newest step handed out
         self.runs = 1  # runs the file holds (a console log can hold several trainings one after another)
         self._lines = parser(self._take)
@@ -188,6 +193,34 @@ class LineLog(Log):
             self._open = None
             yield from self._hand_out()
 
+    def seed(self, head_rows: int, tail_rows: int) -> tuple[list[dict[str, float]], int | None]:
+        """Start at the log's end: (rows, old). `rows` are at most `head_rows` rows from the log's start and the rows
+        of its last `tail_rows` lines (`backlog`), in canonical names, but the newest, held back as always; the
+        follower goes on past the last line end. `old` is the offset where the newest row's line starts (the rows
+        before it are the backlog's), None when `rows` are the whole log (nothing was left out)."""
+        end = line_end_before(self.file, self.file.stat().st_size)
+        start, text = tail_text(self.file, end, tail_rows)
+        rows = self._rows_of(head_text(self.file, min(start, SEED_BYTES)), head_rows) if start > 0 else []
+        rows += self._rows_of(text, None)
+        self.tail.skip_to(end)
+        # the old rows end where the newest (held) row's line begins: that row is the live detectors' to judge
+        return rows, (line_end_before(self.file, end - 1) if start > 0 else None)
+
+    def _rows_of(self, text: str, limit: int | None) -> list[dict[str, float]]:
+        """The rows of `text`'s lines (at most `limit`), read with a fresh line reader as a start over does."""
+        self._lines, self._open, rows = self._parser(self._take), None, []
+        for line in self.split(text):
+            if limit is not None and len(self._done) >= limit:
+                break
+            self._lines.feed(line)
+        if limit is not None:  # the head: its last row is complete (the tail's newest stays open, as any newest)
+            if self._open is not None and len(self._done) < limit:
+                self._done.append(self._open)
+            self._open = None
+        rows.extend(self._hand_out())
+        self._lines = self._parser(self._take)
+        return rows
+
     def next_read(self, interval: float) -> float:
         """Sooner while a row is held: a line-by-line log hands out only ended lines, so the row waits only for
         lines of its own step, which come together; a short quiet is enough (a read costs a `stat` when nothing
@@ -198,7 +231,7 @@ class LineLog(Log):
     def _hand_out(self) -> Iterator[dict[str, float]]:
         done, self._done = self._done, []
         for step, values in done:
-            self.last_step = step
+            self.last_step, self.last_values = step, values
             yield self._canonical(step, values)
 
     def _canonical(self, step: int, values: dict[str, float]) -> dict[str, float]:
@@ -241,6 +274,8 @@ def _head_text(file: Path, size: int = _SNIFF_BYTES) -> str:
 def open_log(path: Path, run: str | None = None) -> Log:
     """The log at `path` (a file, or a folder holding one run), recognised as the doctor recognises it; ValueError
     as `read_run` gives it when it is not a training log or holds several runs."""
+    if not path.is_dir():
+        open_regular(path).close()  # NotALogFile: a FIFO, /dev/zero, a socket is one line, never read
     found = discover(path) if run is None else []
     if len(found) == 1:
         _, reader, files = found[0]
