@@ -8,12 +8,15 @@ appends one row every `--every` seconds (0.5): healthy rows, with a NaN gradient
 spike (warning) and, as the very last row, another NaN gradient norm among them. Each alert line of watch's output
 (`[...] <mode> at step N`) is matched to the time step N was written: that difference is the latency. Peak RSS is
 the watch process's own (`ru_maxrss` from `wait4`); RSS is also sampled once the existing log is read and at the
-end. The last appended row fails, so its latency is also how long after the writer stopped the last alert came.
+end. The peak RSS of the watch's process tree (the watch and the background pass that reads the old rows, sampled
+every 0.2 s) is given too. The last appended row fails, so its latency is also how long after the writer stopped the
+last alert came. The watch's verdicts on the old rows (printed "before the watch began") are counted.
 
     .venv/bin/python bench/watch_follow.py                       # this tree's grpokit watch, 10^6 lines
     .venv/bin/python bench/watch_follow.py --old HEAD~3          # and the same on an older commit's src/ (git archive)
     .venv/bin/python bench/watch_follow.py --lines 100000        # a shorter log
     .venv/bin/python bench/watch_follow.py --every 5 --appended 20   # rows seconds apart, as a real run writes them
+    .venv/bin/python bench/watch_follow.py --format jsonl --append-after 15 --old HEAD~1   # issue 47's start-up case
 
 Run it alone (`flock /tmp/torch.lock ...` on a shared machine): a busy CPU lengthens every number.
 """
@@ -51,11 +54,26 @@ def row(step: int, grad: str = "") -> str:
     )
 
 
-def write_log(path: Path, lines: int) -> None:
+def jsonl_row(step: int, grad: str = "") -> str:
+    """One line of verl's JSONL file logger (about 230 bytes), the values of `row`."""
+    g = grad or f"{0.5 + 0.01 * (step % 7):.4f}"
+    return (
+        f'{{"step": {step}, "data": {{"actor/entropy": {1.1 + 0.001 * (step % 13):.4f}, "actor/grad_norm": '
+        f'{"NaN" if g == "nan" else g}, "actor/pg_loss": -0.01, "critic/score/mean": {0.4 + 0.001 * (step % 11):.4f}, '
+        f'"response_length/mean": {300 + step % 17:.1f}, "actor/ppo_kl": 0.001, "timing_s/gen": 9.5, '
+        f'"timing_s/update_actor": 4.2, "timing_s/step": 15.1}}}}\n'
+    )
+
+
+FORMATS = {"console": (row, CONFIG, "train.log"), "jsonl": (jsonl_row, "", "verl_run.jsonl")}
+
+
+def write_log(path: Path, lines: int, fmt: str = "console") -> None:
+    line, head, _ = FORMATS[fmt]
     with path.open("w") as f:
-        f.write(CONFIG)
+        f.write(head)
         for start in range(1, lines + 1, 10_000):
-            f.write("".join(row(s) for s in range(start, min(start + 10_000, lines + 1))))
+            f.write("".join(line(s) for s in range(start, min(start + 10_000, lines + 1))))
 
 
 def failing(n: int) -> dict[int, str]:
@@ -76,6 +94,20 @@ def _proc(pid: int, key: str) -> int:
     except OSError:
         pass
     return 0
+
+
+def _tree_rss(pid: int) -> int:
+    """kB of RSS of a process and its descendants."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += _proc(p, "VmRSS")
+        try:
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return total
 
 
 def _cpu_and_read(pid: int) -> tuple[int, int]:
@@ -106,7 +138,8 @@ class Child:
         return self.status is not None
 
 
-def run(src: Path, label: str, log: Path, appended: int, every: float, interval: float, limit: float) -> dict:
+def run(src: Path, label: str, log: Path, args: argparse.Namespace) -> dict:
+    appended, every, interval, limit = args.appended, args.every, args.interval, args.limit
     env = {**os.environ, "PYTHONPATH": str(src), "HF_HUB_OFFLINE": "1"}
     t0 = time.monotonic()
     cmd = [sys.executable, "-m", "grpokit.cli", "watch", str(log), "--interval", str(interval), "--idle-exit", "10"]
@@ -120,10 +153,24 @@ def run(src: Path, label: str, log: Path, appended: int, every: float, interval:
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
+    peak_tree = [0]
 
-    # the existing log is read when the watch has read its size and its CPU time stops growing
+    def sample() -> None:
+        while not child.done():
+            peak_tree[0] = max(peak_tree[0], _tree_rss(child.pid))
+            time.sleep(0.2)
+
+    threading.Thread(target=sample, daemon=True).start()
+
+    # the existing log is read when the watch says so, or has read its size and its CPU time stops growing
     size, last_cpu, still_since = log.stat().st_size, -1, None
     while not child.done() and time.monotonic() - t0 < limit:
+        if args.append_after is not None:
+            time.sleep(max(0.0, args.append_after - (time.monotonic() - t0)))
+            break
+        if any("following new rows" in text for _, text in lines):
+            still_since = time.monotonic()
+            break
         cpu, rchar = _cpu_and_read(child.pid)
         now = time.monotonic()
         if rchar >= size and cpu == last_cpu:
@@ -135,15 +182,18 @@ def run(src: Path, label: str, log: Path, appended: int, every: float, interval:
         last_cpu = cpu
         time.sleep(0.1)
     caught_up = (still_since or time.monotonic()) - t0
+    said = [t for t, text in lines if "following new rows" in text]
+    caught_up = said[0] - t0 if said else caught_up  # as the watch says it
     rss_caught_up = _proc(child.pid, "VmRSS")
 
     written: dict[int, float] = {}
     fails = failing(appended)
-    first = 1 + int(re.findall(r"step:(\d+)", log.read_bytes()[-400:].decode())[-1])
+    first = 1 + int(re.findall(r'(?:"step": |step:)(\d+)', log.read_bytes()[-400:].decode())[-1])
+    line = FORMATS[args.format][0]
     for i in range(1, appended + 1):
         step = first + i - 1
         with log.open("a") as f:
-            f.write(row(step, fails.get(i, "")))
+            f.write(line(step, fails.get(i, "")))
         written[step] = time.monotonic()
         time.sleep(every)
     rss_end = 0
@@ -162,7 +212,10 @@ def run(src: Path, label: str, log: Path, appended: int, every: float, interval:
         if m and int(m.group(3)) in written:
             alerts.append((int(m.group(3)), m.group(2), t - written[int(m.group(3))]))
     missed = [first + i - 1 for i in fails if not any(a[0] == first + i - 1 for a in alerts)]
+    old = sum("before the watch began: [" in text for _, text in lines)
     return {
+        "old_verdicts": old,
+        "peak_tree_mib": peak_tree[0] / 1024,
         "label": label,
         "caught_up": caught_up,
         "alerts": alerts,
@@ -190,6 +243,10 @@ def main() -> None:
     ap.add_argument("--interval", type=float, default=2.0, help="grpokit watch --interval")
     ap.add_argument("--old", default=None, metavar="REF", help="also run the watch of this commit (git archive)")
     ap.add_argument("--limit", type=float, default=600, help="seconds one watch may run before it is killed")
+    ap.add_argument("--format", choices=sorted(FORMATS), default="console", help="the log: verl console or JSONL")
+    ap.add_argument(
+        "--append-after", type=float, default=None, metavar="S", help="append S s after the watch started (issue 47)"
+    )
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="watch_follow_") as tmp:
@@ -200,12 +257,13 @@ def main() -> None:
             runs.append((f"old ({args.old})", old_src(args.old, tmpd / "old")))
         results = []
         for label, src in runs:
-            log = tmpd / "train.log"
+            log = tmpd / FORMATS[args.format][2]
             t = time.monotonic()
-            write_log(log, args.lines)
+            write_log(log, args.lines, args.format)
             mb = log.stat().st_size / 1e6
-            print(f"{label}: a {args.lines:,}-line verl console log ({mb:.0f} MB) in {time.monotonic() - t:.1f} s")
-            r = run(src, label, log, args.appended, args.every, args.interval, args.limit)
+            took = time.monotonic() - t
+            print(f"{label}: a {args.lines:,}-line verl {args.format} log ({mb:.0f} MB) in {took:.1f} s")
+            r = run(src, label, log, args)
             results.append(r)
             for step, mode, lat in r["alerts"]:
                 print(f"  step {step}: {mode} alert {lat:.1f} s after the row was written")
@@ -214,22 +272,26 @@ def main() -> None:
             log.unlink()
 
     cpu = platform.processor() or platform.machine()
+    start = "once the log was read" if args.append_after is None else f"from {args.append_after:g} s after the start"
     print(
-        f"\n{args.lines:,} lines, {args.appended} rows appended every {args.every} s, --interval {args.interval}; "
+        f"\n{args.lines:,} lines ({args.format}), {args.appended} rows appended every {args.every} s {start}, "
+        f"--interval {args.interval}; "
         f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}\n"
     )
     print(
         "| code | existing log read (s) | alert latency, s: max (each failing row) | peak RSS (MiB) "
-        "| RSS read up / at end (MiB) | missed alerts | exit |"
+        "| RSS read up / at end (MiB) | peak RSS, watch + background (MiB) | verdicts on old rows | missed alerts "
+        "| exit |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in results:
         lats = [lat for _, _, lat in r["alerts"]]
         lat = f"{max(lats):.1f} ({', '.join(f'{x:.1f}' for x in lats)})" if lats else "none"
         killed = " (killed at --limit)" if r["killed"] else ""
         print(
             f"| {r['label']}{killed} | {r['caught_up']:.0f} | {lat} | {r['peak_mib']:.0f} | "
-            f"{r['rss_caught_up_mib']:.0f} / {r['rss_end_mib']:.0f} | {len(r['missed'])} | {r['status']} |"
+            f"{r['rss_caught_up_mib']:.0f} / {r['rss_end_mib']:.0f} | {r['peak_tree_mib']:.0f} | {r['old_verdicts']} | "
+            f"{len(r['missed'])} | {r['status']} |"
         )
 
 
