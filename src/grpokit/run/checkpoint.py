@@ -19,7 +19,10 @@ A checkpoint is written into `checkpoints/.tmp-step_N` and renamed to `checkpoin
 a crash mid-write never corrupts the last good checkpoint. Older ones beyond `keep` are removed afterwards.
 A checkpoint is read completely before anything is restored, so an unreadable one (a truncated safetensors file,
 a bad state.json, a tensor shaped unlike the model's) changes nothing: `load_latest` then moves it aside to
-`step_N.corrupt` and falls back to the previous checkpoint, saying so in one line.
+`step_N.corrupt` and falls back to the previous checkpoint, saying so in one line. Only real folders inside the run
+count as checkpoints: a `step_N` (or `checkpoints/`) that is a symbolic link is never loaded, and never pruned
+through. A state.json whose numbers no run can reach, or an optimizer state shaped unlike the model, is unreadable
+too (`grpokit.run.checkpoint_checks`).
 
 Reading a checkpoint never runs code: tensors come from safetensors files, `optimizer.pt` is read with
 `torch.load(weights_only=True)` (a pickle that would build anything but tensors and plain data is refused in one
@@ -44,17 +47,13 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from ..common import faults
-from ..common.errors import GrpokitError
 from . import rng
+from .checkpoint_checks import CheckpointError, check_optimizer, check_ranges, check_ranks
 from .model_dir import is_peft, replace_dir, save_model_dir
 
 STEP_RE = re.compile(r"^step_(\d+)$")
 STATE_DIR = "trainer_state"
 FORMAT = 2  # 1: flat files (model.safetensors, state.json, trainer_state.pt), read for runs written before
-
-
-class CheckpointError(GrpokitError, RuntimeError):
-    """A checkpoint that cannot be read."""
 
 
 class ModelOnlyCheckpoint(CheckpointError):
@@ -91,6 +90,8 @@ def save_checkpoint(
     the model and state.json only: no optimizer, scheduler, RNG or other modules, a third of the size of a full
     checkpoint with AdamW, and a checkpoint no run can resume from (`ModelOnlyCheckpoint`)."""
     root = run_dir / "checkpoints"
+    if root.is_symlink():
+        raise CheckpointError(f"{root} is a symbolic link grpokit did not make: no checkpoint is written through it")
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-step_{step}"
     if tmp.exists():
@@ -138,10 +139,15 @@ def _contiguous(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 def list_checkpoints(run_dir: Path) -> list[Path]:
     root = run_dir / "checkpoints"
-    if not root.exists():
+    if not _real_dir(root):
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := STEP_RE.match(p.name)) and p.is_dir()]
+    # real folders only: a planted `step_N` link is never loaded, nor pruned through
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := STEP_RE.match(p.name)) and _real_dir(p)]
     return [p for _, p in sorted(found)]
+
+
+def _real_dir(p: Path) -> bool:
+    return p.is_dir() and not p.is_symlink()
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
@@ -168,28 +174,10 @@ def read_state(path: Path, require: dict[str, type | tuple[type, ...]] | None = 
         if not _is_a(state.get(key), types):
             got = "missing" if key not in state else f"{type(state[key]).__name__} {str(state[key])[:40]!r}"
             raise CheckpointError(f"{p.relative_to(path.parent)}: {key!r} is {got}, not a number")
+    check_ranges(state, p.relative_to(path.parent))  # numbers a run can have written (grpokit.run.checkpoint_checks)
     if state.get("ranks") is not None:
-        _check_ranks(state["ranks"], p.relative_to(path.parent))
+        check_ranks(state["ranks"], p.relative_to(path.parent))
     return state
-
-
-def _check_ranks(ranks: Any, rel: Path) -> None:
-    """Each rank's entry of state.json: its prompt position, group counter and RNG state as plain numbers. A
-    base64 pickle (what grpokit wrote before) is refused, never unpickled: unpickling runs code."""
-    if not isinstance(ranks, list) or not ranks:
-        raise CheckpointError(f"{rel}: 'ranks' is not a list of per-rank states")
-    for i, entry in enumerate(ranks):
-        if not isinstance(entry, dict) or not all(_is_a(entry.get(k), int) for k in ("data_position", "group_counter")):
-            raise CheckpointError(f"{rel}: ranks[{i}] lacks an integer data_position or group_counter")
-        if isinstance(entry.get("rng"), str):
-            raise CheckpointError(
-                f"{rel}: ranks[{i}].rng is a pickled RNG state (written before grpokit stored plain numbers); it is "
-                "never unpickled, since unpickling runs code: resume it with the grpokit that wrote it, or start anew"
-            )
-        try:
-            rng.check(entry.get("rng"))
-        except ValueError as e:
-            raise CheckpointError(f"{rel}: ranks[{i}]: {e}") from e
 
 
 def _is_a(value: Any, types: type | tuple[type, ...]) -> bool:
@@ -344,6 +332,10 @@ def load_checkpoint(
     ts = None if only else read_trainer_state(path, ts_path)
     if ts is not None and (missing := [name for name in (extra or {}) if name not in ts["extra"]]):
         raise CheckpointError(f"checkpoint {path} has no state for {missing[0]!r}")
+    if ts is not None:
+        check_optimizer(ts["optimizer"], optimizer, ts_path.relative_to(path.parent))
+        for name, obj in (extra or {}).items():
+            check_optimizer(ts["extra"][name], obj, ts_path.relative_to(path.parent), name)
     for apply in (_check_shapes, _apply_weights):  # every shape checked before any weight is set
         for name, mod in modules.items():
             apply(path, name, mod, weights[name])

@@ -13,7 +13,7 @@
   second `--resume` of a run that is still training is refused; a claim left by a dead process is taken over.
 - `--output-dir`, `--out` or `--name` naming another directory than the resumed one are refused (the run stays
   where it is); a run file that is a symbolic link (metrics.jsonl pointing outside the run) is refused, since a
-  resume rewrites those files.
+  resume rewrites those files, and so is a checkpoint that is one (`checkpoints/step_9` planted as the newest).
 - A line in metrics.jsonl / completions.jsonl / alerts.jsonl / interventions.jsonl that is not a JSON object with
   an integer step (a kill mid-write tears the last line) is dropped and said so; what was logged after the
   checkpoint is removed by the trainer's restore, so no row is ever duplicated (a finished run extended keeps its
@@ -57,8 +57,8 @@ SAFE_KEYS = frozenset(
     }
 )
 LOGS = ("metrics.jsonl", "completions.jsonl", "alerts.jsonl", "interventions.jsonl")
-# the files a resume rewrites (and their temporary copies): never through a symbolic link
-RUN_FILES = (*LOGS, "config.yaml", "run.json")
+# the files and folders a resume rewrites (and their temporary copies): never through a symbolic link
+RUN_FILES = (*LOGS, "config.yaml", "run.json", "outcome.json", "checkpoints", "final", "tb")
 
 
 class ResumeError(ValueError):
@@ -129,13 +129,18 @@ def check_location(run_dir: Path, output_dir: str | None, out: str | None, name:
 
 
 def refuse_symlinks(run_dir: Path) -> None:
-    """ResumeError when a file a resume rewrites is a symbolic link: rewriting it would write wherever it points."""
+    """ResumeError when a file a resume rewrites is a symbolic link, or a checkpoint is one: rewriting it would write
+    wherever it points, and a linked checkpoint (an old state planted as the newest) would be loaded and trained
+    from, then the run's real newest one pruned in its favour."""
+    root = run_dir / "checkpoints"
+    checkpoints = sorted(root.iterdir()) if root.is_dir() and not root.is_symlink() else []
     for name in RUN_FILES:
-        for path in (run_dir / name, run_dir / f"{name}.tmp"):
+        for path in (run_dir / name, run_dir / f"{name}.tmp", *(checkpoints if name == "checkpoints" else [])):
             if path.is_symlink():
                 raise ResumeError(
-                    f"--resume {run_dir}: {path.name} is a symbolic link (to {os.readlink(path)}); a resume rewrites "
-                    "it, and would write outside the run. Replace the link with a copy of the file, or resume a copy"
+                    f"--resume {run_dir}: {path.relative_to(run_dir)} is a symbolic link (to {os.readlink(path)!r}); a "
+                    "resume rewrites it (or trusts it as a checkpoint), and would write outside the run. Remove the "
+                    "link or replace it with a copy, or resume a copy of the run"
                 )
 
 
