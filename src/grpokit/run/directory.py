@@ -12,6 +12,9 @@ directory holds another path, so a copy is never "in use"). A claim is live whil
 `claim_existing_run` (a `--resume`) refuses a run whose claimant still runs, and takes over a claim whose process
 has ended (a crash, a kill -9), so a crashed run can always be resumed. `release_claim` empties the marker when a
 process is done with the run; `abandon_new_run` removes the claim of a run that stopped before writing anything.
+
+A candidate that is a symbolic link is refused (`RunDirError`), never claimed: the run would be written wherever it
+points (a planted `--out P --name N` link to another folder).
 """
 
 from __future__ import annotations
@@ -274,6 +277,11 @@ def claimed_run(path: Path, *, new: bool) -> Iterator[RunEnd]:
 
 
 def _claim(path: Path) -> bool:
+    if path.is_symlink():  # a link grpokit did not make: the run would be written wherever it points
+        raise RunDirError(
+            f"--out {path.parent}: {path.name} is a symbolic link (to {os.readlink(path)!r}), not a folder grpokit "
+            "made; a run is never written through a link: remove the link, or pick another --name"
+        )
     existed = path.is_dir()
     try:
         path.mkdir(parents=True, exist_ok=True)

@@ -97,7 +97,8 @@ def _alias(e: Path, d: Path) -> bool:
 def discover(path: str | Path) -> list[tuple[str, str, list[Path]]]:
     """Every run under a path as (name, reader, files); names are paths relative to `path` ('' for `path` itself).
     A native run directory (grpokit, TRL) is one run; otherwise each log file is a run and each directory of
-    TensorBoard event files is a run, searched recursively."""
+    TensorBoard event files is a run, searched recursively; a folder reached twice (a symbolic link back up the tree)
+    is searched once."""
     root = Path(path).expanduser()
     if not root.exists():
         raise ValueError(f"{root}: no such file or directory")
@@ -108,6 +109,7 @@ def discover(path: str | Path) -> list[tuple[str, str, list[Path]]]:
         return [("", found[0], found[1])] if found else []
     out: list[tuple[str, str, list[Path]]] = []
     seen = 0
+    visited: set[tuple[int, int]] = set()  # (device, inode) of each folder searched: a link loop is searched once
 
     def rel(p: Path) -> str:
         r = str(p.relative_to(root))
@@ -115,6 +117,13 @@ def discover(path: str | Path) -> list[tuple[str, str, list[Path]]]:
 
     def walk(d: Path, depth: int) -> None:
         nonlocal seen
+        try:
+            st = d.stat()
+        except OSError:
+            return
+        if (st.st_dev, st.st_ino) in visited:
+            return  # reached again through a symbolic link (a loop, or a second way in): its runs are found once
+        visited.add((st.st_dev, st.st_ino))
         if depth > 0 and (d / COMPARE_PAGE).is_file():
             return  # a `grpokit compare` output: its tb/ holds copies of runs, not runs
         native = _native_run_dir(d)

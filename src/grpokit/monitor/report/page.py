@@ -9,12 +9,13 @@ understands; a chart whose metrics the log lacks says so instead of being drawn.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from ...run.outcome import outcome_line
 from ..doctor import diagnose, verdict_line
-from ..outputs import prepare_output
+from ..outputs import OutputFolderError, prepare_output
 from ..readers.episodes import episode_of
 from ..rundata import RunData, finite, load_run
 from .charts import Chart, alert_markers, chart_names, draw_all, intervention_markers
@@ -176,6 +177,11 @@ def make_report(path: str | Path, out: str | Path | None = None, run: str | None
     diag = diagnose(path, run=run)
     src = Path(path)
     out_dir = Path(out) if out else (src if src.is_dir() else src.parent) / "report"
+    if out is None and out_dir.is_symlink():  # planted: the run's own folder would be written, and pruned, elsewhere
+        raise OutputFolderError(
+            f"{out_dir} is a symbolic link (to {os.readlink(out_dir)!r}) that grpokit did not make; a report is never "
+            "written through it: remove the link, or name a folder with --out"
+        )
     # charts of an earlier report that this one may not redraw are removed; nothing grpokit did not write
     prepare_output(out_dir, "report", [*chart_names(PANELS), "report.html"], default=out is None)
     markers = alert_markers(diag["alerts"]) + intervention_markers(data.interventions)
