@@ -3,11 +3,11 @@ file's false-positive / false-negative rates with 95% Wilson intervals."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
+from ..common.bounded_read import lines, loads_json, open_regular
 from ..data.example import Example
 from .caller import RewardCaller
 from .probes import PROBES, probe_example
@@ -79,10 +79,13 @@ def check_determinism(
 def read_labeled(path: str | Path) -> list[dict[str, Any]]:
     """Rows of a labeled JSONL file: completion, answer, optional prompt, expected (bool)."""
     rows = []
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    with open_regular(path) as f:  # a FIFO or /dev/zero is one line, not a hang; each line bounded
+        numbered = list(enumerate(lines(f, path), start=1))
+    for lineno, raw in numbered:
+        line = raw.decode("utf-8")
         if not line.strip():
             continue
-        r = json.loads(line)
+        r = loads_json(line, f"{path}, line {lineno}")
         missing = [k for k in ("completion", "answer", "expected") if k not in r]
         if missing:
             raise ValueError(f"{path}, line {lineno}: missing {', '.join(missing)} (need completion, answer, expected)")

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from ..common import safe_yaml
+from ..common.bounded_read import CONFIG_LIMIT, UnreadableInput, read_text
 from .errors import ConfigError
 
 
@@ -26,10 +27,13 @@ def list_recipes() -> dict[str, dict[str, Any]]:
     return out
 
 
-def read_yaml(path: Path) -> Any:
-    """A YAML file's content; a syntax error is one ConfigError naming the file, line and column."""
+def read_yaml(path: Path, literal: bool = False) -> Any:
+    """A YAML file's content (`literal`: every scalar as its text); a syntax error, a key given twice, a FIFO or
+    a file past CONFIG_LIMIT is one ConfigError naming the file (and the line and column)."""
     try:
-        return safe_yaml.load(path.read_text())
+        return safe_yaml.load(read_text(path, CONFIG_LIMIT), literal=literal)
+    except UnreadableInput as e:
+        raise ConfigError(str(e)) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..common.bounded_read import lines, open_regular, refuse_special
 from .example import Example
 from .records import field_names, missing_key_error, record_to_example, resolve_answer_key
 from .registry import TASKS, get_task, unknown_name_error
@@ -63,8 +64,8 @@ def examples_from_rows(
 
 
 def _jsonl_records(p: Path, prompt_key: str, answer_key: str | None) -> Iterator[tuple[int, Any]]:
-    with p.open("rb") as f:
-        for lineno, raw in enumerate(f, start=1):
+    with open_regular(p) as f:  # a FIFO or device is refused, and each line is bounded (common.bounded_read)
+        for lineno, raw in enumerate(lines(f, p), start=1):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -101,6 +102,7 @@ def open_dataset(spec: str | Path, split: str = "train", subset: str | None = No
         if looks_like_path(str(spec)):
             _existing(spec)
         return open_hub(str(spec), split, subset), str(spec), str(spec).rpartition("/")[2]
+    refuse_special(p)  # a FIFO or /dev/zero named as the data: one line, not a hang
     try:
         return open_local(p, split), str(p), p.stem
     except Exception as e:  # datasets raises many types; name the path in all of them

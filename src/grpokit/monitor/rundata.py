@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import metric_names as M
+from ..common.bounded_read import LOG_LIMIT, UnreadableInput, loads_json, read_json, read_text
 from ..run.directory import run_end
 from .readers import RunLog, read_run, read_runs
 
@@ -130,10 +131,10 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         return []
     out = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in read_text(path, LOG_LIMIT, errors="replace").splitlines():
         try:
-            obj = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
+            obj = loads_json(line, str(path))
+        except (json.JSONDecodeError, UnreadableInput):
             continue
         if isinstance(obj, dict):
             out.append(obj)
@@ -145,8 +146,8 @@ def _run_info(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "run.json"
     if path.exists():
         try:
-            info = json.loads(path.read_text(encoding="utf-8", errors="replace"))
-        except (OSError, ValueError, RecursionError):
+            info = read_json(path)  # bounded: a FIFO or /dev/zero as run.json is refused, not read
+        except (OSError, ValueError):
             return {}  # unreadable: the report goes without what the run recorded about itself
         return info if isinstance(info, dict) else {}
     from ..run.checkpoint import recorded_precision

@@ -25,9 +25,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..common.bounded_read import UnreadableInput, open_regular, read_json
+
 OUTCOME_FILE = "outcome.json"
 STATUSES = ("completed", "interrupted", "diverged", "error")
 MESSAGE_CHARS = 2000
+OUTCOME_LIMIT = 1 << 20  # bytes: a written outcome is under 3 KB
 
 
 def status_of(error: BaseException | None) -> str:
@@ -52,9 +55,13 @@ def last_step(run_dir: Path) -> int | None:
     if not path.is_file():
         return None
     step = None
-    with path.open("rb") as f:
-        f.seek(max(0, path.stat().st_size - 65536))  # the tail is enough: rows are small, steps increase
-        for line in f.read().splitlines():
+    try:
+        f = open_regular(path)  # a FIFO or device put in its place: no step, not a hang
+    except (OSError, UnreadableInput):
+        return None
+    with f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - 65536))  # the tail is enough: rows are small, steps increase
+        for line in f.read(65536).splitlines():
             try:
                 row = json.loads(line)
             except (ValueError, RecursionError):  # a torn or hostile line (JSON nested past the recursion limit)
@@ -83,7 +90,7 @@ def write_outcome(run_dir: Path, status: str, message: str = "", step: int | Non
 def read_outcome(run_dir: Path) -> dict[str, Any] | None:
     """The recorded outcome of `run_dir` (a directory), None when it has none or it cannot be read."""
     try:
-        body = json.loads((Path(run_dir) / OUTCOME_FILE).read_text())
+        body = read_json(Path(run_dir) / OUTCOME_FILE, OUTCOME_LIMIT)  # bounded: not a FIFO, not /dev/zero
     except (OSError, ValueError, RecursionError):
         return None
     return body if isinstance(body, dict) and body.get("status") in STATUSES else None

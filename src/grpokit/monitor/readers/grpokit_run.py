@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from ...common.bounded_read import CONFIG_LIMIT, open_regular, read_json, read_text
 from ...run.directory import MARKER
 from .canonical import Reader, Segment, identity_mapper
 from .jsonl import jsonl_flavor, jsonl_rows, read_jsonl_objects
@@ -91,7 +91,7 @@ class GrpokitReader(Reader):
     def read(self, files: list[Path]) -> list[Segment]:
         f = files[0]
         cfg_path = f.parent / "config.yaml"
-        cfg = yaml_load(cfg_path.read_text(encoding="utf-8", errors="replace")) if cfg_path.is_file() else {}
+        cfg = yaml_load(read_text(cfg_path, CONFIG_LIMIT, errors="replace")) if cfg_path.is_file() else {}
         ctx = grpokit_context(cfg)
         if ctx and ctx.get("precision") is None:
             ctx["precision"] = _resolved_precision(f.parent / "run.json")
@@ -103,7 +103,7 @@ def _resolved_precision(run_json: Path) -> str | None:
     bf16-autocast run by fp32's sampler-mismatch threshold and warned of a mismatch rounding alone gives (the demo:
     mismatch KL 1.08e-3 against 1e-3; the live run, knowing bf16, rightly did not)."""
     try:
-        info = json.loads(run_json.read_text(encoding="utf-8", errors="replace"))
+        info = read_json(run_json)  # bounded: a FIFO or /dev/zero as run.json is refused, not read
     except (OSError, ValueError):
         return None
     p = info.get("precision") if isinstance(info, dict) else None
@@ -113,6 +113,7 @@ def _resolved_precision(run_json: Path) -> str | None:
 def _looks_empty(f: Path) -> bool:
     """A just-started grpokit run: metrics.jsonl exists but holds no complete line yet."""
     try:
-        return not f.read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:
+        with open_regular(f) as fh:  # a FIFO swapped in is not a hang
+            return not fh.read(65536).strip()
+    except (OSError, ValueError):
         return False
