@@ -77,8 +77,11 @@ def _apply_config_file(cfg: Config, config_file: str, later: set[str]) -> set[st
     data = read_yaml(p) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{config_file}: expected config sections (e.g. train: {{steps: 10}}), got {data!r}")
-    data = _foreign_to_grpokit(data, config_file, cfg, later)
-    apply_mapping(cfg, data, config_file)
+    translated = _foreign_to_grpokit(data, config_file, cfg, later)
+    # grpokit's own YAML: each scalar as written, typed by its key (keys.SetText)
+    texts = read_yaml(p, literal=True) if translated is data else None
+    data = translated
+    apply_mapping(cfg, data, config_file, texts)
     return {f"{section}.{k}" for section, body in data.items() if isinstance(body, dict) for k in body}
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import ConfigError
 
-NULL_WORDS = ("null", "none")  # strings an Optional field reads as None (unless the field's choices name them)
+NULL_WORDS = ("null", "none", "~")  # strings an Optional field reads as None (unless the field's choices name them)
 
 
 def _to_bool(value: Any, key: str) -> bool:
