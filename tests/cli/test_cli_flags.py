@@ -66,7 +66,7 @@ def test_trl_flags_reach_the_runs_saved_config(tmp_path: Path) -> None:
     --output_dir (TRL's spelling) is the run directory, each flag says on one line what it became."""
     out = tmp_path / "run"
     proc = grpokit(
-        "train", "--model", "tiny", "--steps", "0", "--set", "data.eval_size=2", "--output_dir", str(out),
+        "train", "--model", "tiny", "--set", "train.steps=0", "--set", "data.eval_size=2", "--output_dir", str(out),
         "--learning_rate", "3e-6", "--num_generations", "4", "--logging_steps", "5",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

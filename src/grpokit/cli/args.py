@@ -5,17 +5,55 @@ from-trl/from-verl`) is here too; `package_commands` attaches their commands.
 
 Every option has help text (tests/cli/test_cli_flags.py walks them all). `train` and `preflight` also take TRL's
 flag names (`--learning_rate`, `--num_generations`, ...), translated by meaning (`grpokit.cli.trl_flags`); the
-same concept has one name in every subcommand (`--task`, `--model`, `--recipe`, `--set`, `--out`)."""
+same concept has one name in every subcommand (`--task`, `--model`, `--recipe`, `--set`, `--out`).
+
+Every numeric option is range-checked as it is parsed, with the ranges `--set` uses (`grpokit.config.ranges`) or
+its own: a value out of range, infinity or NaN is one line naming the flag, the value and the range
+(`grpokit train: error: argument --steps: 0 is out of range: use 1 or more (at most 10000000)`), exit 2, as is
+every other usage error (`Parser.error`)."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import math
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
 
+from ..config.ranges import BIG, DAY_S, HUGE, RANGES, R, Range, positive
 from ..data.registry import TASKS
 from ..models.embedded import EMBEDDED_MODELS
 
-Parser = argparse.ArgumentParser
+
+class Parser(argparse.ArgumentParser):
+    """argparse with usage errors on one line (`grpokit train: error: argument --steps: ...; see grpokit train
+    --help`), exit 2: the usage block argparse prints first hid the line that says what is wrong."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message}; see {self.prog} --help", file=sys.stderr)
+        sys.exit(2)
+
+
+def number(kind: Callable[[str], float], rng: Range) -> Callable[[str], float]:
+    """An argparse `type`: the text read as `kind` (int or float) within `rng`; ArgumentTypeError naming the value
+    and the range otherwise (argparse adds the flag). Infinity and NaN are outside every range."""
+
+    def parse(text: str) -> float:
+        try:
+            x = float(text)
+            value = kind(text) if kind is int else x
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if not math.isfinite(x) or not rng.holds(value):
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {rng.fix()}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its own messages
+    return parse
+
+
+COUNT = number(int, R(1, BIG))  # prompts, samples, steps: 1 or more
+SECONDS = number(float, positive(DAY_S))  # a wait or a timeout: > 0, at most a day
 
 HEALTH_LINE = """\
 each step prints one health line, at most 100 columns (docs/diagnosis.md, "The health line"):
@@ -76,7 +114,7 @@ def train(sub: Any) -> Parser:
         default=None,
         help=f"{', '.join(EMBEDDED_MODELS)} (embedded; default), tiny, or a from_pretrained name or directory",
     )
-    t.add_argument("--steps", type=int, default=None, help="training steps: rollout batches (train.steps)")
+    t.add_argument("--steps", type=COUNT, default=None, help="training steps: rollout batches (train.steps)")
     t.add_argument("--out", default=None, help="parent directory of run directories (default runs/)")
     t.add_argument(
         "--output-dir",
@@ -86,7 +124,9 @@ def train(sub: Any) -> Parser:
         help="exactly this run directory, as TRL's output_dir (refused if it holds a run)",
     )
     t.add_argument("--name", default=None, help="run directory name")
-    t.add_argument("--seed", type=int, default=None, help="random seed (train.seed; TRL's --seed)")
+    t.add_argument(
+        "--seed", type=number(int, RANGES["train.seed"]), default=None, help="random seed (train.seed; TRL's --seed)"
+    )
     t.add_argument("--config", default=None, help="YAML file with config sections to apply over the recipe")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. --set algo.eps_high=0.28")
     t.add_argument(
@@ -97,7 +137,7 @@ def train(sub: Any) -> Parser:
         metavar="RUN_DIR",
         help="continue a run from its last checkpoint (bare --resume: the --output-dir run)",
     )
-    t.add_argument("--eval-samples", type=int, default=1, help="samples per held-out prompt in eval")
+    t.add_argument("--eval-samples", type=COUNT, default=1, help="samples per held-out prompt in eval")
     t.add_argument("--autopilot", action="store_true", help="apply detectors' fixes within train.autopilot_* bounds")
     reward_module(t)
     t.epilog = (t.epilog or "") + TRL_FLAGS
@@ -163,9 +203,14 @@ def evaluate(sub: Any) -> Parser:
     e = sub.add_parser("eval", help="held-out accuracy of a model on a task")
     e.add_argument("--model", default="smollm2-135m-instruct", help="embedded name, tiny, or a model directory")
     e.add_argument("--task", default="add1", help="built-in task, a data file or directory, or a datasets name")
-    e.add_argument("--n", type=int, default=100, help="held-out prompts")
-    e.add_argument("--samples", type=int, default=1, help="samples per prompt")
-    e.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
+    e.add_argument("--n", type=COUNT, default=100, help="held-out prompts")
+    e.add_argument("--samples", type=COUNT, default=1, help="samples per prompt")
+    e.add_argument(
+        "--temperature",
+        type=number(float, RANGES["rollout.eval_temperature"]),
+        default=1.0,
+        help="sampling temperature (default 1.0)",
+    )
     e.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, repeatable")
     e.add_argument("--json", action="store_true", help="print the result as JSON")
     return e
@@ -174,7 +219,7 @@ def evaluate(sub: Any) -> Parser:
 def demo(sub: Any) -> Parser:
     d = sub.add_parser("demo", help="DAPO on single-digit addition, embedded model: about 4 minutes on 2 CPU cores")
     d.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, repeatable")
-    d.add_argument("--eval-samples", type=int, default=5, help="samples per held-out prompt in eval")
+    d.add_argument("--eval-samples", type=COUNT, default=5, help="samples per held-out prompt in eval")
     return d
 
 
@@ -183,9 +228,19 @@ def preflight(sub: Any) -> Parser:
     p.add_argument("--model", default="smollm2-135m-instruct", help="smollm2-135m-instruct, tiny, or a local dir")
     p.add_argument("--task", default=None, help="built-in task (add1, add2, mul1, countdown) or a data file")
     p.add_argument("--recipe", default="grpo", help="recipe whose rollout settings to use")
-    p.add_argument("--prompts", type=int, default=32, help="prompts to sample (default 32)")
-    p.add_argument("--group-size", type=int, default=None, help="samples per prompt (default: the recipe's)")
-    p.add_argument("--max-new-tokens", type=int, default=None, help="new tokens per sample (default: the recipe's)")
+    p.add_argument("--prompts", type=COUNT, default=32, help="prompts to sample (default 32)")
+    p.add_argument(
+        "--group-size",
+        type=number(int, RANGES["rollout.group_size"]),
+        default=None,
+        help="samples per prompt (default: the recipe's)",
+    )
+    p.add_argument(
+        "--max-new-tokens",
+        type=number(int, RANGES["rollout.max_new_tokens"]),
+        default=None,
+        help="new tokens per sample (default: the recipe's)",
+    )
     p.add_argument("--out", default=None, help="output directory (default runs/preflight-<stamp>)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a config override, repeatable")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -198,8 +253,8 @@ def watch(sub: Any) -> Parser:
         help="follow a training log while it is written (verl, TRL, TensorBoard, OpenRLHF, grpokit) and raise alerts",
     )
     w.add_argument("path", help="the log file or run directory being written (it may not exist yet)")
-    w.add_argument("--interval", type=float, default=2.0, help="seconds between reads (default 2)")
-    w.add_argument("--idle-exit", type=float, default=None, metavar="S", help="stop after S seconds with no new row")
+    w.add_argument("--interval", type=SECONDS, default=2.0, help="seconds between reads (default 2)")
+    w.add_argument("--idle-exit", type=SECONDS, default=None, metavar="S", help="stop after S seconds with no new row")
     w.add_argument("--on-critical", default=None, metavar="CMD", help="shell command run once on the first critical")
     w.add_argument("--notify", default=None, metavar="URL", help="Slack/Discord incoming webhook for each alert event")
     w.add_argument("--run", default=None, metavar="NAME", help="the run to follow when PATH holds several")
@@ -220,16 +275,32 @@ def audit_reward(sub: Any) -> Parser:
     )
     p.add_argument("--labeled", default=None, help="JSONL with completion, answer (prompt), expected true/false")
     p.add_argument("--kind", choices=sorted(PROBES), default="numeric", help="probe set (without --labeled)")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds per call, as reward.timeout_s")
-    p.add_argument("--threshold", type=float, default=0.5, help="score counted as 'accepted' (labeled mode)")
+    p.add_argument(
+        "--timeout",
+        type=number(float, RANGES["reward.timeout_s"]),
+        default=10.0,
+        help="seconds per call, as reward.timeout_s",
+    )
+    p.add_argument(
+        "--threshold",
+        type=number(float, R(-HUGE, HUGE)),
+        default=0.5,
+        help="score counted as 'accepted' (labeled mode)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     return p
 
 
 def config(sub: Any) -> Parser:
-    c = sub.add_parser("config", help="write the grpokit config equivalent to a TRL GRPOConfig or verl config")
-    c.add_argument("action", choices=["from-trl", "from-verl"], help="the format of the sources")
-    c.add_argument("sources", nargs="+", help="from-trl: a YAML file; from-verl: YAML files and/or key=value overrides")
+    from ..config.compat.cli import ACTIONS
+
+    c = sub.add_parser("config", help="write the grpokit config equivalent to another trainer's config")
+    c.add_argument("action", choices=ACTIONS, help="the trainer of the sources (from: recognise it)")
+    c.add_argument(
+        "sources",
+        nargs=argparse.REMAINDER,
+        help="a config file; verl/SkyRL: files and/or key=value overrides; ms-swift/OpenRLHF: their --flags",
+    )
     c.add_argument("--out", "-o", default=None, help="write the YAML here (default: stdout)")
     reward_module(c)  # from-trl: where a recipe's reward_funcs names live, as on grpokit train
     return c

@@ -6,6 +6,7 @@
 | a second Ctrl-C (`KeyboardInterrupt`) | 130 |
 | divergence (`grpokit.training.guard.Diverged`) | 1 |
 | disk full / file too large / quota (`OSError` ENOSPC, EFBIG, EDQUOT) | 1 |
+| read-only file system / permission denied (`OSError` EROFS, EACCES) | 1 |
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import os
 import re
 import sys
 
+from ..common.safe_text import safe_text
 from ..training.guard import Diverged
 from ..training.interrupts import Interrupted
 
 DISK_ERRORS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+ACCESS_ERRORS = {errno.EROFS, errno.EACCES}  # a read-only run directory, one grpokit may not write
 OS_ERROR_IN_TEXT = re.compile(r"\(os error (\d+)\)")  # how Rust writers (safetensors) report an OSError
 
 
@@ -42,6 +45,15 @@ def exit_line(e: BaseException) -> int | None:
         return 130
     if isinstance(e, Diverged):
         print(f"error: {e}", file=sys.stderr)
+        return 1
+    if isinstance(e, OSError) and e.errno in ACCESS_ERRORS:
+        where = f" ({safe_text(e.filename, limit=500)})" if e.filename else ""
+        print(
+            f"error: {e.strerror or 'permission denied'}{where}: make that directory writable (or pick another "
+            "train.out / --output-dir); a run already started keeps its last complete checkpoint: continue it "
+            "with grpokit train --resume RUN_DIR",
+            file=sys.stderr,
+        )
         return 1
     disk = _disk_error(e)
     if disk is not None:

@@ -280,7 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The `grpokit` parser: each subcommand's arguments from `grpokit.cli.args`, its command from here."""
     from . import args as cli_args
 
-    p = argparse.ArgumentParser(prog="grpokit", description="RL post-training with the GRPO family")
+    p = cli_args.Parser(prog="grpokit", description="RL post-training with the GRPO family")
     p.add_argument("--version", action="version", version=f"grpokit {VERSION}")
     sub = p.add_subparsers(dest="command", required=True)
     for add, fn in (
