@@ -138,12 +138,13 @@ def _model_source(spec: str) -> str | Path:
     """A local model directory, or ``spec`` itself as a Hub name (``org/name``) for ``from_pretrained``."""
     path = Path(spec).expanduser()
     choices = ", ".join(MODEL_CHOICES)
-    if path.exists() and not (path / "config.json").is_file():
+    if path.exists() and not (path / "config.json").exists():  # a FIFO or folder there: check_model_config says so
         raise ModelSpecError(
             f"--model {spec!r}: {path} has no config.json, so it is not a Hugging Face model directory. "
             f"--model takes a Hugging Face model directory or name, or one of: {choices}"
         )
     if path.exists():
+        check_model_config(spec, path / "config.json")
         _check_safetensors(spec, path)
         return path
     if _looks_like_path(spec):
@@ -152,6 +153,46 @@ def _model_source(spec: str) -> str | Path:
             f"such as HuggingFaceTB/SmolLM2-135M-Instruct, or one of: {choices}"
         )
     return spec
+
+
+# the largest value of each size field a model config may hold: far past every published model (Llama 3.1 405B:
+# 126 layers, hidden 16384, intermediate 53248; Gemma 3: vocabulary 262144), short of one that needs terabytes
+MODEL_SIZE_LIMITS = {
+    "num_hidden_layers": 1024,
+    "hidden_size": 131_072,
+    "intermediate_size": 1_048_576,
+    "vocab_size": 4_194_304,
+    "num_attention_heads": 4096,
+    "num_key_value_heads": 4096,
+    "max_position_embeddings": 16_777_216,
+}
+CONFIG_JSON_LIMIT = 16 << 20  # bytes: a model's config.json is a few kB
+
+
+def check_model_config(spec: str, config_json: Path) -> None:
+    """A local model's config.json read with bounds (a regular file of at most CONFIG_JSON_LIMIT bytes, nesting
+    refused in one line) and its size fields range-checked before transformers builds anything: 20,000 layers took
+    6 GiB before failing, a huge vocab_size was a traceback. One ModelSpecError naming the field, value and range."""
+    from ..common.bounded_read import UnreadableInput, read_json
+
+    try:
+        cfg = read_json(config_json, CONFIG_JSON_LIMIT)
+    except (UnreadableInput, ValueError) as e:
+        raise ModelSpecError(
+            f"--model {spec!r}: {config_json}: {str(e).removeprefix(str(config_json) + ': ')}"
+        ) from None
+    if not isinstance(cfg, dict):
+        raise ModelSpecError(f"--model {spec!r}: {config_json} is not a JSON object; fix the model directory")
+    for part in (cfg, cfg.get("text_config")):
+        for name, high in MODEL_SIZE_LIMITS.items():
+            value = part.get(name) if isinstance(part, dict) else None
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+                raise ModelSpecError(
+                    f"--model {spec!r}: {config_json} {name}={str(value)[:40]} is out of range: a model's {name} is "
+                    f"an integer in [1, {high}]; fix config.json"
+                )
 
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
