@@ -43,6 +43,7 @@ from ..monitor.doctor.knobs import equivalents
 from ..monitor.notify import Notifier
 from ..monitor.readers.canonical import canonical_row
 from ..training.autopilot import Bounds, truncate_rows_after
+from .step_watchdog import StepWatchdog
 from .trl_autopilot import TrlAutopilot, check_actions, find_trainer
 
 STOP_LEVELS = ("critical", "warning")
@@ -180,6 +181,7 @@ class HealthCallback(TrainerCallback):
         self.stopped_at: int | None = None
         self._state: dict[int, tuple[str, int | None]] = {}
         self.main = True  # the world's main process (prints, writes files, posts)
+        self.watchdog: StepWatchdog | None = None  # a stall: no on_step_end within k x the median step time
 
     # ------------------------------------------------------------------------------------- Trainer events
 
@@ -205,12 +207,19 @@ class HealthCallback(TrainerCallback):
         # beside TRL's own TensorBoard run (transformers: $TENSORBOARD_LOGGING_DIR, else <output_dir>/runs/<stamp>)
         tb_root = os.getenv("TENSORBOARD_LOGGING_DIR") or os.path.join(args.output_dir, "runs")
         self.logging_dir = os.path.join(tb_root, "grpokit")
+        self.watchdog = StepWatchdog(lambda a: self._emit("stall", a, a["step"])).start()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.watchdog is not None:
+            self.watchdog.step_end(int(state.global_step))
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         # Every process judges the same rows (TRL logs metrics gathered over all of them) and so changes its own
         # optimizer and trainer alike, and stops at the same step; only the main one prints, writes and posts.
         if self.monitor is None or not logs:
             return
+        if self.watchdog is not None:  # TRL logs no phase inside a step: the next one's generation, reward or update
+            self.watchdog.saw(f"the log of step {state.global_step} (then step {state.global_step + 1} began)")
         if any(k.startswith("eval_") for k in logs) or "train_runtime" in logs:
             return  # evaluation and end-of-training summaries are not training steps
         self.main = bool(getattr(state, "is_world_process_zero", True))
@@ -240,6 +249,8 @@ class HealthCallback(TrainerCallback):
             )
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.watchdog is not None:
+            self.watchdog.stop()
         if self.notifier is not None:
             self.notifier.close()
 
