@@ -18,9 +18,12 @@ Robustness rules every detector follows (a property test feeds them random and d
   (`context`: the recipe's switches; empty when the log carries no config, and then the fix says so).
 
 Modules: `base` (Alert, Detector, Windowed, the registry), `rows` (reading rows, step windows), `context`
-(which fixes can act), one module per failure family (`collapse`, `explosion`,
+(which fixes can act), what a run logs beside a signal (`groups`: all-correct against all-wrong groups and the
+zero-variance signal of a log without a fraction; `progress`: reward and held-out trend; `bursts`: rows in a row and
+short bursts), one module per failure family (`collapse` with `entropy`, `explosion`,
 `kl_drift`, `length`, `short_batch`, `ratios`,
-`reward`, `numerical`, `saturation`, `staleness`, `episodes`, `forecast`, `divergence`; importing them registers their
+`reward`, `numerical`, `saturation`, `staleness`, `episodes`, `forecast`, `divergence`, and the system's
+`system_time`, `system_memory`, `system_throughput`, `system_noop`, `system_sync`; importing them registers their
 detectors, in this order) and `runner` (`Monitor`, `rank`). `divergence` needs the weights, so it fires on live runs
 only.
 """
@@ -54,6 +57,11 @@ from .staleness import StaleSampler
 from .episodes import EnvTokenShare, EpisodeLimits, MalformedToolCalls, ToolFailures
 from .forecast import EntropyForecast, KLForecast, ZeroVarianceForecast
 from .divergence import Divergence
+from .system_time import TimeSplit
+from .system_memory import MemoryHeadroom
+from .system_throughput import ThroughputRegression
+from .system_noop import NoOpUpdate
+from .system_sync import SyncMismatchJump
 # isort: on
 
 __all__ = [
@@ -73,7 +81,9 @@ __all__ = [
     "KLForecast",
     "LengthBias",
     "MalformedToolCalls",
+    "MemoryHeadroom",
     "Monitor",
+    "NoOpUpdate",
     "NoisyReward",
     "Numerical",
     "SamplerMismatch",
@@ -81,6 +91,9 @@ __all__ = [
     "ShortBatch",
     "StaleSampler",
     "StepWindow",
+    "SyncMismatchJump",
+    "ThroughputRegression",
+    "TimeSplit",
     "ToolFailures",
     "Truncation",
     "Windowed",

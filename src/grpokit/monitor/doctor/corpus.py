@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from ..detectors.system_time import TIME_VERDICTS
 from ..readers import discover
 from .diagnose import diagnose_all
 
@@ -58,8 +59,9 @@ def diagnoses_by_key(run_dir: str | Path) -> dict[str, dict[str, Any]]:
 
 
 def found_modes(diagnosis: dict[str, Any]) -> set[str]:
-    """The failure modes a diagnosis reports: the mode of each of its alerts (cleared or not)."""
-    return {a["mode"] for a in diagnosis["alerts"]}
+    """The failure modes a diagnosis reports: the mode of each of its alerts (cleared or not), less the system's
+    verdicts on where the time goes (a bottleneck is not a failure)."""
+    return {a["mode"] for a in diagnosis["alerts"]} - TIME_VERDICTS
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from typing import Any
 from ... import metric_names as mn
 from ...run.directory import run_end
 from ..detectors import SEVERITY_RANK, Monitor, rank
+from ..detectors.system_time import TIME_VERDICTS
 from ..readers import RunLog, read_runs
 from ..readers.episodes import run_episode_examples
 from . import facts
@@ -168,7 +169,7 @@ def _verdict(diag: dict[str, Any]) -> str:
         return "converged / saturated"
     if "warning" in sev:
         return "warnings"
-    if diag["alerts"]:
+    if any(a["mode"] not in TIME_VERDICTS for a in diag["alerts"]):  # where the time goes is no failure mode
         return "no failure mode active at the end (earlier alerts cleared)"
     if any(f["kind"] == "too_few_steps" for f in diag["findings"]):
         return "no failure mode detected so far; the log is too short to judge some modes"
