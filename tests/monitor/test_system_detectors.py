@@ -111,6 +111,8 @@ def test_an_oom_at_the_logs_end_is_explained_with_the_memory_arithmetic(verl179:
     line = explain_oom(rows, capacity_gb=80.0)
     assert line is not None
     assert f"after step {k + 20}" in line and "of a 80 GB card" in line and "growing 0.50 GB per step" in line
+    tight = explain_oom(rows, capacity_gb=57.0)  # a card the growth fills at the next step
+    assert tight is not None and "(the growth explains it)" in tight
     flat, _, _ = canonicalise(verl179.raw, verl179.mapper)
     assert "not growing" in (explain_oom(flat) or "")
     assert explain_oom([{"step": 1, "reward/mean": 0.5}]) is None
@@ -151,3 +153,26 @@ def test_a_mismatch_jump_off_the_sync_interval_is_left_to_the_level_rule(verl179
     assert k % n not in (0, 1)
     on_sync = fired({"weight_sync_steps": n})
     assert not on_sync or min(on_sync) > k  # not at k itself: k is not right after a sync
+
+
+def test_the_doctor_explains_an_oom_at_a_verl_logs_end(verl179: Base, tmp_path: Path) -> None:
+    """The spliced memory growth written back as verl's console (`step:N - key:value`), cut 20 steps after the onset
+    with the CUDA out-of-memory traceback a crashed run ends with: the doctor's finding gives the arithmetic."""
+    from grpokit.monitor.doctor import diagnose_all
+
+    k, raw = S.splice(_inj("memory growth"), verl179)
+    lines = [f"step:{s} - " + " - ".join(f"{n}:{v}" for n, v in raw[s].items()) for s in sorted(raw) if s <= k + 20]
+    tail = ["Traceback (most recent call last):", '  File "main_ppo.py", line 1, in <module>']
+    tail.append("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
+    log = tmp_path / "verl_oom.log"
+    log.write_text("\n".join(lines + tail) + "\n", encoding="utf-8")
+    (diag,) = diagnose_all(log)
+    oom = [f for f in diag["findings"] if f["kind"] == "out_of_memory"]
+    assert len(oom) == 1, diag["findings"]
+    msg = oom[0]["message"]
+    assert f"after step {k + 20}" in msg and "growing 0.50 GB per step" in msg
+    # 56.9 GB at +0.5 GB/step fills the assumed 80 GB only ~46 steps later: the arithmetic says growth alone is not it
+    assert "of a 80 GB card" in msg and "a spike, or a smaller card than 80 GB" in msg
+    healthy = tmp_path / "verl_ok.log"
+    healthy.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert not [f for f in diagnose_all(healthy)[0]["findings"] if f["kind"] == "out_of_memory"]

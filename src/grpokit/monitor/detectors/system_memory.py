@@ -66,10 +66,16 @@ def explain_oom(rows: list[dict[str, Any]], capacity_gb: float | None = None, wi
     known = "" if capacity_gb else " (assumed: the smallest common card that holds the log's peak)"
     grow = fc["slope_gb_per_step"]
     if grow > 0:
+        at = fc["reaches_capacity_at"]
+        why = (
+            "the growth explains it"
+            if at <= step + 1
+            else f"the growth alone fills it only by then: a spike, or a smaller card than {cap:.0f} GB"
+        )
         return (
             f"out of memory after step {step}: the peak was {last:.1f} GB of a {cap:.0f} GB card{known}, growing "
             f"{grow:.2f} GB per step over the last {len(tail)} logged steps: {cap - last:.1f} GB were left, full by "
-            f"about step {fc['reaches_capacity_at']}"
+            f"about step {at} ({why})"
         )
     return (
         f"out of memory after step {step}: the peak was {last:.1f} GB of a {cap:.0f} GB card{known} and not growing; "
@@ -131,3 +137,11 @@ class MemoryHeadroom(Detector):
             else f"peak memory {vals[-1]:.1f} GB is within 5% of the {cap:.0f} GB card"
         )
         return True, self.new_alert(step, "critical" if critical else "warning", msg, ev, FIX)
+
+
+def oom_findings(notes: list[str], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A doctor finding for a log that ends in an out-of-memory error (a reader's note): `explain_oom`'s line."""
+    if not any("out of memory" in n.lower() or "outofmemory" in n.lower() for n in notes):
+        return []
+    line = explain_oom(rows)
+    return [{"kind": "out_of_memory", "severity": "warning", "message": line}] if line else []

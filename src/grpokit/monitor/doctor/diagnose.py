@@ -9,6 +9,7 @@ from typing import Any
 from ... import metric_names as mn
 from ...run.directory import run_end
 from ..detectors import SEVERITY_RANK, Monitor, rank
+from ..detectors.system_memory import oom_findings
 from ..detectors.system_time import TIME_VERDICTS
 from ..readers import RunLog, read_runs
 from ..readers.episodes import run_episode_examples
@@ -105,6 +106,7 @@ def diagnose_log(log: RunLog, thresholds: dict[str, dict[str, Any]] | None = Non
     findings.extend(facts.interval_findings(interval))
     findings.extend(facts.no_update_findings(rows))
     findings.extend(facts.generation_cap_findings(rows, ctx.get("max_gen_rounds")))
+    findings.extend(oom_findings(log.notes, rows))  # an OOM at the log's end, with the memory arithmetic
     skip = set(diag["not_measurable"]) | fired
     findings.extend(facts.too_few_steps_findings(mon.detectors, skip, span, log.available))
     diag["not_applicable"] = facts.not_applicable(mon.detectors, log.available)
