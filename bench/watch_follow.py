@@ -142,7 +142,9 @@ def run(src: Path, label: str, log: Path, args: argparse.Namespace) -> dict:
     appended, every, interval, limit = args.appended, args.every, args.interval, args.limit
     env = {**os.environ, "PYTHONPATH": str(src), "HF_HUB_OFFLINE": "1"}
     t0 = time.monotonic()
-    cmd = [sys.executable, "-m", "grpokit.cli", "watch", str(log), "--interval", str(interval), "--idle-exit", "10"]
+    idle = 10 + (args.append_after or 0)  # the watch must not end before the first row is appended
+    cmd = [sys.executable, "-m", "grpokit.cli", "watch", str(log), "--interval", str(interval), "--idle-exit"]
+    cmd.append(str(idle))
     child = Child(cmd, env)
     lines: list[tuple[float, str]] = []
 
@@ -212,9 +214,11 @@ def run(src: Path, label: str, log: Path, args: argparse.Namespace) -> dict:
         if m and int(m.group(3)) in written:
             alerts.append((int(m.group(3)), m.group(2), t - written[int(m.group(3))]))
     missed = [first + i - 1 for i in fails if not any(a[0] == first + i - 1 for a in alerts)]
-    old = sum("before the watch began: [" in text for _, text in lines)
+    old = [text for _, text in lines if "before the watch began: [" in text]
+    for text in old[:3]:
+        print(f"  {label}: {text.strip()}")
     return {
-        "old_verdicts": old,
+        "old_verdicts": len(old),
         "peak_tree_mib": peak_tree[0] / 1024,
         "label": label,
         "caught_up": caught_up,

@@ -34,7 +34,7 @@ from .readers.grpokit_run import grpokit_context, yaml_load
 from .readers.jsonl import jsonl_rows
 from .readers.names import TRL_NAMES, VERL_NAMES
 from .readers.values import NAN
-from .tail import SEED_BYTES, Tail, head_text, line_end_before, open_regular, tail_text
+from .tail import HEAD_BYTES, Tail, head_text, line_end_before, open_regular, tail_text
 
 Sink = Callable[[int, int, dict[str, float]], None]  # (run index in the file, step, the source's values)
 
@@ -200,7 +200,7 @@ class LineLog(Log):
         before it are the backlog's), None when `rows` are the whole log (nothing was left out)."""
         end = line_end_before(self.file, self.file.stat().st_size)
         start, text = tail_text(self.file, end, tail_rows)
-        rows = self._rows_of(head_text(self.file, min(start, SEED_BYTES)), head_rows) if start > 0 else []
+        rows = self._rows_of(head_text(self.file, min(start, HEAD_BYTES)), head_rows) if start > 0 else []
         rows += self._rows_of(text, None)
         self.tail.skip_to(end)
         # the old rows end where the newest (held) row's line begins: that row is the live detectors' to judge

@@ -154,7 +154,8 @@ class Tail:
         return buf[:cut].decode("utf-8", errors="replace")
 
 
-SEED_BYTES = 64 << 20  # bytes read back for the tail lines, and read for the head, at most
+SEED_BYTES = 64 << 20  # bytes read back for the tail lines, at most
+HEAD_BYTES = 4 << 20  # bytes read for the head rows, at most (200 rows of 20 KB)
 _BACK = 1 << 20  # bytes read back at a time
 
 
@@ -197,7 +198,7 @@ def tail_text(file: Path, end: int, lines: int, max_bytes: int = SEED_BYTES) -> 
     return pos, data.decode("utf-8", errors="replace")
 
 
-def head_text(file: Path, end: int, max_bytes: int = SEED_BYTES) -> str:
+def head_text(file: Path, end: int, max_bytes: int = HEAD_BYTES) -> str:
     """The complete lines of the first `min(end, max_bytes)` bytes of `file`."""
     with open_regular(file) as f:
         data = f.read(min(end, max_bytes))
