@@ -59,7 +59,10 @@ DECODE_MODES = {
     "auto": "graphs on CUDA, eager elsewhere",
     "eager": "a dynamic cache, one step at a time from Python (CPU, and debugging)",
     "static": "a static cache with fixed shapes per row bucket, no graph capture (what the CPU tests check)",
-    "graphs": "the static cache with each row bucket's step captured as CUDA graphs (CUDA only)",
+    "graphs": "the static cache, one shape per run (its rows and cache length fixed, finished rows masked, the "
+    "temperature a device tensor), the step recorded once with torch.cuda.CUDAGraph, no compiler (CUDA only)",
+    "graphs-inductor": "graphs, the step compiled by inductor (mode=reduce-overhead): fused kernels for long runs, "
+    "after minutes of compilation (CUDA only)",
 }
 
 
@@ -110,6 +113,9 @@ class RewardConfig:
     # what a verl compute_score gets as solution_str: response (verl today) | prompt+response (the decoded prompt, then
     # the response: TinyZero, and verl before its reward-manager change; grpokit/rewards/callers.py)
     verl_solution_str: str = "response"
+    # the calling convention of the user's reward functions: auto (what each declares: parameter names, annotations,
+    # a class) | grpokit | trl | verl | skyrl | openrlhf | easyr1 | oat | swift (grpokit/rewards/conventions.py)
+    convention: str = "auto"
     # where a reward model (a sequence-classification model directory in `functions`) runs: auto (the GPU when there
     # is one, else the CPU) | cpu | cuda | cuda:N | mps (grpokit/rewards/reward_model.py)
     model_device: str = "auto"

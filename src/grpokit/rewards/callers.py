@@ -12,6 +12,11 @@ read back from what they return (`signature.py` detects the convention; docs/bri
   change); a number or a dict with "score".
 - **OpenRLHF** `reward_func(queries, prompts, labels)`: one call per batch with queries = prompt + response
   (decoded), prompts and the reference answers; a dict whose "rewards" (a tensor or list) are the rewards.
+- **SkyRL**: as verl, the ground truth from the row's `reward_spec` (`{"method": "rule", "ground_truth": ...}`).
+- **EasyR1** `compute_score(reward_inputs)`: one list of `{"response", "response_length", "ground_truth"}` per
+  batch (one dict per call where the module says `REWARD_TYPE = "sequential"`); each score dict's "overall".
+- **Oat** (understand-r1-zero's graders): `grader(model_response, gt_answer)` per completion -> `(info, reward)`.
+- **ms-swift** ORM: the class built once, then `instance(completions, **columns, trainer_state=...)` per batch.
 """
 
 from __future__ import annotations
@@ -114,8 +119,8 @@ def prompt_text(ex: Example, prompt_texts: list[str] | None, i: int) -> str:
 
 def verl_kwargs(row: dict[str, Any], ex: Example, solution_str: str) -> dict[str, Any]:
     """verl's `compute_score` keywords for one sample (its row's data_source, ground truth and extra_info)."""
-    reward_model = row.get("reward_model")
-    truth = reward_model.get("ground_truth", ex.answer) if isinstance(reward_model, dict) else ex.answer
+    spec = row.get("reward_model", row.get("reward_spec"))  # verl's column, SkyRL's
+    truth = spec.get("ground_truth", ex.answer) if isinstance(spec, dict) else ex.answer
     extra = row.get("extra_info")
     if isinstance(extra, str):
         try:
@@ -159,3 +164,52 @@ def openrlhf_rewards(out: Any) -> Any:
     if hasattr(out, "tolist") and getattr(out, "ndim", 1) == 1:
         return out.tolist()  # a tensor or array: plain floats for the wire
     return out
+
+
+def easyr1_inputs(
+    completions: list[str], examples: list[Example], completion_ids: list[list[int]] | None
+) -> list[dict[str, Any]]:
+    """EasyR1's reward inputs (verl/workers/reward/function.py RewardInput): the response, its length in tokens
+    (left out where the caller passed no token ids) and the ground truth."""
+    out: list[dict[str, Any]] = []
+    for i, (text, ex) in enumerate(zip(completions, examples)):
+        one: dict[str, Any] = {"response": text, "ground_truth": ex.answer}
+        if completion_ids is not None:
+            one["response_length"] = len(completion_ids[i])
+        out.append(one)
+    return out
+
+
+def easyr1_overall(score: Any) -> Any:
+    """The reward of one EasyR1 score: its dict's "overall" (the others are metrics), or the number itself."""
+    if isinstance(score, dict):
+        if "overall" not in score:
+            raise ValueError(f"an EasyR1 reward returning a dict must have an 'overall' key, got keys {sorted(score)}")
+        return score["overall"]
+    return score
+
+
+def easyr1_scores(out: Any) -> Any:
+    """The rewards of an EasyR1 batch reward: each score's "overall" (a dict of lists: its "overall" list)."""
+    if isinstance(out, dict):
+        return easyr1_overall(out)
+    return [easyr1_overall(s) for s in out] if isinstance(out, (list, tuple)) else out
+
+
+def oat_reward(out: Any) -> Any:
+    """The reward of an Oat grader's `(info, reward)` (info is its metrics: "formatted"), or the number itself."""
+    if isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], dict):
+        return out[1]
+    return out
+
+
+def build_orm(cls: type) -> Any:
+    """An ms-swift ORM class built as ms-swift builds it without a config (`orms[name]()`); ValueError naming the
+    class when its constructor needs more."""
+    try:
+        return cls()
+    except TypeError as e:
+        raise ValueError(
+            f"the ms-swift ORM class {cls.__qualname__!r} cannot be built with no arguments ({e}); ms-swift builds "
+            "it as orms[name](args=...): give it defaults"
+        ) from None

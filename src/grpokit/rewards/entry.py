@@ -3,11 +3,14 @@ reward call's exception records."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
+from .conventions import AUTO, describe
 from .isolation import RewardCallError, RewardCallLimit, RewardCallTimeout
 from .reward_model import RewardModel
 from .signature import AdaptedReward
+from .worker import WorkerSpec, load_reward_spec
 
 # the failure kind (of FAILURE_KINDS) a reward call's exception records, first match in this order
 CALL_FAILURE_KINDS: dict[type[Exception], str] = {
@@ -27,20 +30,26 @@ class RewardEntry:
     weight: float
     fn: AdaptedReward | RewardModel | None  # None: a spec only the worker imports (see `in_worker`)
     isolated: bool
-    convention: str = ""  # grpokit, trl, verl or openrlhf, from the signature (the worker reports its specs')
+    convention: str = ""  # a row of conventions.CONVENTIONS, from the declaration (the worker reports its specs')
+    declared: str = AUTO  # reward.convention: the convention the user named for it, or auto
 
     def describe(self, worker: str) -> str:
         """`name: what it is, its weight, where it runs` for the manager's start lines."""
         where = worker if self.isolated else "in-process"
-        what = f"{self.convention}-style function"
+        what = describe(self.convention)
         if isinstance(self.fn, RewardModel):
             what, where = f"reward model ({self.fn.architecture})", f"in-process on {self.fn.device}"
         return f"{self.name}: {what}, weight {self.weight:g}, {where}"
 
     @property
-    def in_worker(self) -> str | None:
-        """The spec the worker imports and inspects itself, never the trainer; None for a function given."""
-        return self.spec if self.fn is None else None
+    def in_worker(self) -> str | WorkerSpec | None:
+        """The spec the worker imports and inspects itself, never the trainer (with the convention the user named
+        for it); None for a function given."""
+        if self.fn is not None:
+            return None
+        if self.declared == AUTO:
+            return self.spec
+        return WorkerSpec(self.spec, functools.partial(load_reward_spec, convention=self.declared))
 
 
 def failure_kind(e: Exception) -> str:

@@ -13,9 +13,9 @@ and inspected there only, after the sandbox is in place: a reward module's top-l
 trainer. Its errors (no such module or function, a signature that fits no convention, an import that raises)
 still surface when the manager is built, reported by the worker. Only `isolation="inline"` imports it here.
 
-Conventions: each function is called by its signature — grpokit `fn(completions, examples)`, TRL keyword
-style, verl `compute_score` or OpenRLHF `reward_func` (`signature.py`, `callers.py`); `score(..., prompts=,
-completion_ids=, trainer_state=, prompt_texts=, episodes=)` passes what they may ask for. None means "not
+Conventions: each function is called as its trainer calls it, by what it declares or `convention` names (the table
+in `conventions.py`); `score(..., prompts=, completion_ids=, trainer_state=, prompt_texts=, episodes=)` passes
+what they may ask for. None means "not
 applicable": left out of the sample's weighted sum; a sample no reward applies to is no failure: it gets what
 `not_applicable` says (0, as TRL does, or NaN; `applicability.py`), counted in `reward/na_frac` and warned about
 once. A reward constant over a batch of different completions is warned about once and counted (`constant.py`).
@@ -44,6 +44,7 @@ from .applicability import NotApplicableCount
 from .callers import SOLUTION_STR
 from .constant import ConstantCount, constant_value, prompt_hint
 from .constant import metric as constant_metric
+from .conventions import AUTO, check_convention
 from .entry import CALL_FAILURES, RewardEntry, failure_kind
 from .isolation import LOAD_TIMEOUT_S, InlineRunner, ProcessRunner, RewardCallError, SandboxBroken, SandboxRefusedError
 from .registry import REWARDS, RewardFn, check_spec, is_isolated, load_reward
@@ -92,6 +93,7 @@ class RewardManager:
         model_device: str = "auto",
         verl_solution_str: str = "response",
         decode: Callable[[list[int]], str] | None = None,
+        convention: str = "auto",
     ) -> None:
         if not specs:
             raise ValueError("RewardManager needs at least one (reward, weight) pair, e.g. [('exact_numeric', 1.0)]")
@@ -105,7 +107,7 @@ class RewardManager:
             raise ValueError(f"max_abs_value must be > 0, got {max_abs_value}")
         if verl_solution_str not in SOLUTION_STR:
             raise ValueError(f"reward.verl_solution_str={verl_solution_str!r} is invalid: use one of {SOLUTION_STR}")
-        self.verl_solution_str = verl_solution_str
+        self.verl_solution_str, self.convention = verl_solution_str, check_convention(convention)  # reward.convention
         self.decode = decode  # prompt token ids -> the text the model saw, for rewards given the prompt (callers.py)
         self.constant = ConstantCount()  # rewards constant over a batch of different completions
         self._probed: set[str] = set()  # verl rewards already tried with the prompt + response
@@ -147,14 +149,13 @@ class RewardManager:
             model = RewardModel(spec, device=self.model_device)
             name = Path(spec).expanduser().resolve().name
             return RewardEntry(name if name not in taken else spec, spec, float(weight), model, False, REWARD_MODEL)
-        untrusted = callable(entry) or is_isolated(spec)
-        isolated = isolation == "process" or (isolation == "auto" and untrusted)
-        name = display_name(spec, taken)
+        isolated = isolation == "process" or (isolation == "auto" and (callable(entry) or is_isolated(spec)))
+        name, declared = display_name(spec, taken), AUTO if spec in REWARDS else self.convention  # not the built-ins
         if callable(entry) or not isolated:  # a function given, or a spec run in-process (built-ins, "inline")
-            fn = adapt(entry if callable(entry) else load_reward(spec))
-            return RewardEntry(name, spec, float(weight), fn, isolated, fn.convention)
+            fn = adapt(entry if callable(entry) else load_reward(spec), declared)
+            return RewardEntry(name, spec, float(weight), fn, isolated, fn.convention, declared)
         check_spec(spec)
-        return RewardEntry(name, spec, float(weight), None, isolated)
+        return RewardEntry(name, spec, float(weight), None, isolated, declared=declared)
 
     def _check_sandbox(self, timeout: float) -> None:
         """ValueError (the worker's one line) where its sandbox refuses user code (`SandboxLimits.python_only`);

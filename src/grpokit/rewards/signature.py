@@ -1,4 +1,5 @@
-"""Reward functions by signature: grpokit's, TRL's, verl's and OpenRLHF's conventions, detected and called alike.
+"""Reward functions of every convention (the table in `conventions.py`), detected from what they declare or named by
+`reward.convention`, and called alike. The rows called here:
 
 - **grpokit**: `fn(completions, examples)` -> one value per completion; `examples` are `Example` objects.
 - **TRL** (any function taking `**kwargs`, or a parameter named `prompts`, `completion_ids`, `trainer_state` or
@@ -14,6 +15,12 @@
   `solution_str` is the response, or the prompt + response (`reward.verl_solution_str`).
 - **OpenRLHF** (a parameter named `queries`): `reward_func(queries, prompts, labels)` once per batch, queries =
   prompt + response; it returns a dict whose "rewards" are the rewards, or the rewards.
+- **SkyRL**: as verl, the ground truth from the row's `reward_spec`.
+- **EasyR1** (`reward_inputs`, `reward_input`, or a `list[dict]` first parameter): `compute_score(reward_inputs)`
+  once per batch (per input where the module's REWARD_TYPE is "sequential"); score dicts whose "overall" counts.
+- **Oat** (`model_response`, `gt_answer`, a `str` first parameter): `grader(response, answer)` per completion,
+  returning `(info, reward)`.
+- **ms-swift** (a class): built once, then `instance(completions, **kwargs)` per batch with the dataset columns.
 
 In every convention a value of None means "not applicable to this sample": the sample is left out of that
 reward's weighted sum (as TRL does), not counted as a failure.
@@ -27,11 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..data.example import Example
-from . import callers
+from . import callers, conventions
+from .conventions import TRL_NAMES, parameters
 
-CONVENTIONS = ("grpokit", "trl", "verl", "openrlhf")
-TRL_NAMES = {"prompts", "completions", "completion_ids", "trainer_state", "environments"}
-VERL_NAMES = {"data_source", "solution_str", "ground_truth", "extra_info"}
 TRL_EXCLUDED_COLUMNS = {"prompt", "completion", "completion_ids"}  # TRL passes every other dataset column
 
 
@@ -71,46 +76,9 @@ def example_columns(ex: Example) -> dict[str, Any]:
     return {"prompt": ex.prompt, "answer": ex.answer, **ex.meta}
 
 
-def _parameters(fn: Callable[..., Any]) -> list[inspect.Parameter] | None:
-    try:
-        return list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):  # builtins and some C callables have no signature
-        return None
-
-
 def detect_convention(fn: Callable[..., Any]) -> str:
-    """ "grpokit", "trl" or "verl" from the function's parameters; ValueError when none fits.
-
-    A `reward_convention` attribute on the function overrides the detection.
-    """
-    forced = getattr(fn, "reward_convention", None)
-    if forced is not None:
-        if forced not in CONVENTIONS:
-            raise ValueError(f"reward_convention={forced!r} on {fn!r}: use one of {CONVENTIONS}")
-        return str(forced)
-    params = _parameters(fn)
-    if params is None:
-        return "grpokit"
-    names = {p.name for p in params}
-    if "queries" in names:
-        return "openrlhf"
-    if names & {"solution_str", "ground_truth"}:
-        return "verl"
-    if "examples" in names:
-        return "grpokit"
-    if names & (TRL_NAMES - {"completions"}) or any(p.kind is p.VAR_KEYWORD for p in params):
-        return "trl"
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    required = [p for p in positional if p.default is p.empty]
-    if any(p.kind is p.VAR_POSITIONAL for p in params) or (len(required) <= 2 <= len(positional)):
-        return "grpokit"
-    shown = ", ".join(p.name for p in params)
-    raise ValueError(
-        f"reward {getattr(fn, '__qualname__', fn)!r}({shown}) matches no reward convention: write "
-        "fn(completions, examples) [grpokit], fn(completions, **kwargs) [TRL: dataset columns as keyword lists], "
-        "compute_score(data_source, solution_str, ground_truth, extra_info) [verl], "
-        "or reward_func(queries, prompts, labels) [OpenRLHF]"
-    )
+    """The convention `fn` declares (`conventions.detect`); ValueError when none fits or two do."""
+    return conventions.detect(fn)
 
 
 def _is_conversation(prompt: Any) -> bool:
@@ -141,24 +109,64 @@ class AdaptedReward:
     convention: str = ""
     _params: list[inspect.Parameter] = field(default_factory=list, repr=False)
     wants_messages: bool = False
+    declared: Callable[..., Any] | None = field(default=None, repr=False)  # the class of an ms-swift ORM
 
     def __post_init__(self) -> None:
         self.convention = self.convention or detect_convention(self.fn)
-        self._params = _parameters(self.fn) or []
+        if self.convention == "swift" and inspect.isclass(self.fn):
+            self.declared, self.fn = self.fn, callers.build_orm(self.fn)  # ms-swift builds each ORM once
+        self._params = parameters(self.fn) or []
         hint = next((p.annotation for p in self._params if p.name == "completions"), None)
         self.wants_messages = "dict" in str(hint)
+        if self.convention == "easyr1":
+            self._check_easyr1()
 
     def __call__(self, completions: list[str], examples: list[Example], context: CallContext | None = None) -> Any:
         context = context or CallContext()
         if self.convention == "trl":
             return self._call_trl(completions, examples, context)
-        if self.convention == "verl":
+        if self.convention in ("verl", "skyrl"):
             return [self._call_verl(i, c, ex, context) for i, (c, ex) in enumerate(zip(completions, examples))]
         if self.convention == "openrlhf":
             return callers.openrlhf_rewards(
                 self.fn(*callers.openrlhf_args(completions, examples, context.prompt_texts))
             )
+        if self.convention == "easyr1":
+            inputs = callers.easyr1_inputs(completions, examples, context.completion_ids)
+            if conventions.easyr1_sequential(self.declared or self.fn, self._params):
+                return [callers.easyr1_overall(self.fn(one)) for one in inputs]
+            return callers.easyr1_scores(self.fn(inputs))
+        if self.convention == "oat":
+            return [callers.oat_reward(self.fn(c, ex.answer)) for c, ex in zip(completions, examples)]
+        if self.convention == "swift":
+            return self._call_swift(completions, examples, context)
         return self.fn(completions, examples)
+
+    def _check_easyr1(self) -> None:
+        """ValueError naming the parameters an EasyR1 reward needs beyond its inputs (EasyR1 binds them from
+        worker.reward.reward_function_kwargs with functools.partial): grpokit has no such values to give."""
+        needs = _missing(self._params[1:], {})
+        if needs:
+            raise ValueError(
+                f"EasyR1 reward {getattr(self.fn, '__qualname__', self.fn)!r} needs {needs}, which EasyR1 binds from "
+                "worker.reward.reward_function_kwargs: give it functools.partial(compute_score, "
+                f"{', '.join(f'{n}=...' for n in needs)}) in Python, or defaults in a wrapper module"
+            )
+
+    def _call_swift(self, completions: list[str], examples: list[Example], ctx: CallContext) -> Any:
+        """ms-swift's call: instance(completions, **kwargs), the texts and every dataset column as a list, with
+        trainer_state (swift/rl_core/grpo_algorithm.py)."""
+        rows = [example_columns(ex) for ex in examples]
+        keys = dict.fromkeys(k for row in rows for k in row if k not in TRL_EXCLUDED_COLUMNS)
+        kwargs: dict[str, Any] = {k: [row.get(k) for row in rows] for k in keys}
+        kwargs["trainer_state"] = ctx.trainer_state
+        missing = _missing(self._params[1:], kwargs)
+        if missing:
+            raise TypeError(
+                f"this ms-swift ORM needs {missing}, which the dataset does not have (columns: {sorted(keys)}); "
+                "rename the column in the data file"
+            )
+        return self.fn(completions, **_accepts(self._params[1:], kwargs))
 
     def _completions(self, completions: list[str], conversational: bool, ctx: CallContext) -> list[Any]:
         """What TRL passes as `completions`: texts, one assistant message, or an episode's messages."""
@@ -209,6 +217,9 @@ class AdaptedReward:
         return callers.verl_score(self.fn(**_accepts(self._params, kwargs)))
 
 
-def adapt(fn: Callable[..., Any]) -> AdaptedReward:
-    """Wrap `fn` for `RewardManager`; ValueError when its signature fits no convention."""
-    return fn if isinstance(fn, AdaptedReward) else AdaptedReward(fn)
+def adapt(fn: Callable[..., Any], convention: str = conventions.AUTO) -> AdaptedReward:
+    """Wrap `fn` for `RewardManager`, in the convention named (`reward.convention`) or the one it declares;
+    ValueError when it declares none, or two."""
+    if isinstance(fn, AdaptedReward):
+        return fn
+    return AdaptedReward(fn, "" if conventions.check_convention(convention) == conventions.AUTO else convention)

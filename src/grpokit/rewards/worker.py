@@ -88,9 +88,9 @@ class WorkerSpec:
 Table = dict[str, "Callable[..., Any] | str | WorkerSpec"]
 
 
-def load_reward_spec(spec: str, cwd: str) -> tuple[Callable[..., Any], dict[str, str]]:
-    """A reward spec's adapted function and its report: {"convention": "grpokit" | "trl" | "verl"}."""
-    fn = adapt(load_reward(spec, cwd))
+def load_reward_spec(spec: str, cwd: str, convention: str = "auto") -> tuple[Callable[..., Any], dict[str, str]]:
+    """A reward spec's adapted function (in `convention`, or the one it declares) and its report: {"convention"}."""
+    fn = adapt(load_reward(spec, cwd), convention)
     return fn, {"convention": fn.convention}
 
 

@@ -171,6 +171,7 @@ def open_session(
         sandbox=reward_sandbox(cfg),
         not_applicable=cfg.reward.not_applicable,
         verl_solution_str=cfg.reward.verl_solution_str,
+        convention=cfg.reward.convention,
         decode=functools.partial(tokenizer.decode, skip_special_tokens=False),  # prompts as the model saw them
         # a reward model runs beside the learner unless told otherwise
         model_device=str(device) if cfg.reward.model_device == "auto" else cfg.reward.model_device,
