@@ -24,7 +24,7 @@ import torch
 
 from ..data.example import Example
 from ..rollout.base import RolloutOutput, SamplingParams, assemble_output
-from .environment import Environment
+from .environment import Environment, EpisodeFailure
 from .episode import Episode
 from .template import MessageChunker, encodable
 
@@ -105,9 +105,18 @@ class EpisodeEngine:
 
     def respond(self, e: Episode, max_new_tokens: int) -> bool:
         """The environment's answer to the episode's last turn; True when the episode goes on to another turn."""
-        obs = e.env.step(e.final_text)
+        try:
+            obs = e.env.step(e.final_text)
+        except EpisodeFailure as failure:
+            e.fail(str(failure))
+            return False
         e.add_observation(obs)
         if obs.done:
+            if getattr(e.env, "scores", False) and obs.reward is None and e.reward is None:
+                raise ValueError(
+                    f"agent.environment: {type(getattr(e.env, 'instance', e.env)).__name__} ended an episode without "
+                    "scoring it (its reward was None): the run stops rather than train on the reward functions alone"
+                )
             e.end("answer")
             return False
         if e.policy_turns >= self.max_turns:
@@ -122,6 +131,8 @@ class EpisodeEngine:
         return True
 
     def output(self, eps: list[Episode], t0: float) -> RolloutOutput:
+        if eps and all(e.ended_by == "env_error" for e in eps):
+            raise ValueError(f"agent.environment: every episode's step raised; the first: {eps[0].error}")
         pad = self.inner.pad_id
         width = max(1, max(len(e.ids) for e in eps))
         comp = torch.full((len(eps), width), pad, dtype=torch.long)

@@ -21,6 +21,7 @@ return text appended to the first user message, whose public methods are the too
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,6 +44,31 @@ class Observation:
     reward: float | None = None
     parsed: ParsedTurn | None = None
     results: list[ToolResult] = field(default_factory=list)
+
+
+class EpisodeFailure(Exception):
+    """A user environment's step raised during an episode: that episode fails (the engine records it), the run
+    goes on."""
+
+
+def awaited(value: Any) -> Any:
+    """`value`, or what it resolves to when it is awaitable (an async reset, step or tool), run to completion here,
+    each on its own event loop."""
+    if not inspect.isawaitable(value):
+        return value
+
+    async def wait() -> Any:
+        return await value
+
+    return asyncio.run(wait())
+
+
+def stepped(instance: Any, text: str) -> Any:
+    """`instance.step(text)`, awaited when async; EpisodeFailure when it raises."""
+    try:
+        return awaited(instance.step(text))
+    except Exception as e:
+        raise EpisodeFailure(f"{type(instance).__name__}.step raised {type(e).__name__}: {e}") from e
 
 
 class Environment(Protocol):
@@ -96,10 +122,11 @@ class FactoryEnvironment:
         tools: ToolExecutor | None = None,
     ) -> None:
         self.instance, self.parse, self.max_chars, self.tools = instance, parse, max_chars, tools
+        self.scores = hasattr(instance, "get_reward")  # then an episode it does not score is a failure
         self.methods = {m.__name__: m for m in public_methods(instance)}
 
     def reset(self, example: Example) -> str | None:
-        out = self.instance.reset(**example_columns(example))
+        out = awaited(self.instance.reset(**example_columns(example)))
         return None if out is None else str(out)
 
     def run(self, call: ToolCall) -> ToolResult:
@@ -110,14 +137,14 @@ class FactoryEnvironment:
             known = ", ".join(sorted(self.methods)) or "none"
             return ToolResult(call.name, "error", f"Error: there is no tool named {call.name!r} (tools: {known})")
         try:
-            return ToolResult(call.name, "ok", clip(result_text(fn(**call.arguments)), self.max_chars))
+            return ToolResult(call.name, "ok", clip(result_text(awaited(fn(**call.arguments))), self.max_chars))
         except Exception as e:
             return ToolResult(call.name, "error", clip(f"Error: {type(e).__name__}: {e}", self.max_chars))
 
     def step(self, text: str) -> Observation:
         parsed = read_calls(self.parse, text)  # never raises: a failure is counted
         if parsed.attempts == 0:
-            reward = self.instance.get_reward() if hasattr(self.instance, "get_reward") else None
+            reward = awaited(self.instance.get_reward()) if hasattr(self.instance, "get_reward") else None
             return Observation(done=True, reward=None if reward is None else float(reward), parsed=parsed)
         messages, results = tool_messages(parsed, self.run)
         return Observation(messages, False, None, parsed, results)
@@ -130,11 +157,11 @@ class ProtocolEnvironment:
         self.instance = instance
 
     def reset(self, example: Example) -> str | None:
-        out = self.instance.reset(example)
+        out = awaited(self.instance.reset(example))
         return None if out is None else str(out)
 
     def step(self, text: str) -> Observation:
-        out = self.instance.step(text)
+        out = stepped(self.instance, text)
         if isinstance(out, Observation):
             return out
         if not (isinstance(out, tuple) and len(out) == 3):

@@ -4,7 +4,9 @@
 and each environment chunk as the template encodes it (mask 0, never trained on). The episode ends with the
 policy's answer (`answer`), or is cut: by `agent.max_turns` (`turn_limit`), by the context (`context_limit`: the next
 chunk plus a full turn would not fit in `agent.max_episode_tokens`), or by a turn that reached
-`rollout.max_new_tokens` without its EOS (`length_limit`). A cut episode is `truncated`, like a cut response.
+`rollout.max_new_tokens` without its EOS (`length_limit`). A cut episode is `truncated`, like a cut response. An
+episode whose environment's step raised (`env_error`) has reward NaN: a failed sample, left out as reward failures
+are, its error kept in the record.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..common.safe_text import safe_text
 from ..rewards.callers import environment_snapshot
 from .environment import Environment, Observation
 
-ENDINGS = ("answer", "turn_limit", "context_limit", "length_limit")
+ENDINGS = ("answer", "turn_limit", "context_limit", "length_limit", "env_error")
 
 
 @dataclass
@@ -37,6 +40,7 @@ class Episode:
     calls: int = 0
     tool_errors: int = 0
     tool_timeouts: int = 0
+    error: str | None = None  # what the environment's step raised (ended_by "env_error")
 
     @property
     def done(self) -> bool:
@@ -78,6 +82,11 @@ class Episode:
                 entry.update(name=m.get("name", ""), status=status)
             self.turns.append(entry)
 
+    def fail(self, message: str) -> None:
+        """The environment's step raised: the episode ends as a failure (reward NaN), the run goes on."""
+        self.error, self.reward = safe_text(message, limit=500), float("nan")
+        self.end("env_error")
+
     def end(self, how: str) -> None:
         assert how in ENDINGS, how
         self.ended_by = how
@@ -97,6 +106,7 @@ class Episode:
             "tool_errors": self.tool_errors,
             "tool_timeouts": self.tool_timeouts,
             "env_reward": self.reward,
+            **({"env_error": self.error} if self.error is not None else {}),
             "turns": self.turns,
             # the environment's JSON-valued attributes at the end, which TRL-style rewards read as `environments`
             **({"environment": environment_snapshot(instance)} if instance is not None else {}),

@@ -6,6 +6,7 @@ responses). Multi-turn is on when `agent.tools` or `agent.environment` is set, o
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from .calls import ParsedTurn, call_parser
 from .engine import EpisodeEngine
 from .environment import Environment, ToolEnvironment, environment_tools, wrap_environment
 from .execution import ToolExecutor
+from .foreign_envs import SkyRLEnvironment, check_environment_class
 from .template import MessageChunker, renders_tools, tool_instructions
 from .tools import Tool
 
@@ -44,7 +46,10 @@ class Agent:
 
     def make_env(self) -> Environment:
         if self.factory is not None:
-            return wrap_environment(self.factory(), self.parse, self.cfg.tool_result_max_chars, self.executor)
+            made = self.factory()
+            if isinstance(made, SkyRLEnvironment):  # built per episode from its row, in reset
+                return made
+            return wrap_environment(made, self.parse, self.cfg.tool_result_max_chars, self.executor)
         assert self.executor is not None
         return ToolEnvironment(self.parse, self.executor)
 
@@ -110,14 +115,17 @@ def build_agent(cfg: Any, tokenizer: Any, sandbox: SandboxLimits | None, context
         env_schemas = factory.tool_schemas()
     elif a.environment:
         factory = load_callable(a.environment, what="agent.environment")
-        probe = factory()  # TRL also probes one instance for its tool methods
+        if check_environment_class(factory, a.environment) == "skyrl":  # inspected before it is built
+            factory, probe = functools.partial(SkyRLEnvironment, factory), None
+        else:
+            probe = factory()  # TRL also probes one instance for its tool methods
         if hasattr(probe, "step") and specs:
             raise ValueError(
                 f"agent.tools={list(a.tools)!r} with agent.environment={a.environment!r}, whose step() reads each "
                 "turn itself: the tools would never run; drop agent.tools, or expose them as the environment's "
                 "public methods (TRL's environment_factory convention)"
             )
-        env_tools = environment_tools(probe)
+        env_tools = environment_tools(probe) if probe is not None else []
     # the tools' modules are imported in the sandboxed worker only, which reports their schemas
     executor = ToolExecutor(specs, timeout_s=a.tool_timeout_s, sandbox=sandbox, max_chars=a.tool_result_max_chars)
     tools = list(executor.tools.values())

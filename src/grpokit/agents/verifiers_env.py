@@ -36,6 +36,7 @@ UNSUPPORTED_V1 = (
     "this verifiers version has no classic MultiTurnEnv API (verifiers 0.4 keeps only the v1 stack of tasksets and "
     "harnesses, which runs its own agents against an OpenAI-compatible server); install verifiers>=0.1.9,<0.4"
 )
+SUPPORTED = ">=0.1.9,<0.4"  # the verifiers versions with the classic MultiTurnEnv API
 
 
 def classic_api() -> Any:
@@ -43,7 +44,13 @@ def classic_api() -> Any:
     try:
         import verifiers.legacy as vf  # 0.3.x keeps the classic stack here
     except ImportError:
-        import verifiers as vf
+        try:
+            import verifiers as vf
+        except ImportError as e:
+            raise ValueError(
+                f"agent.environment=verifiers:NAME needs the verifiers package, which is not installed ({e.name}): "
+                f"pip install 'verifiers{SUPPORTED}' (grpokit drives its classic MultiTurnEnv API)"
+            ) from None
     if not hasattr(vf, "MultiTurnEnv"):
         raise ImportError(f"verifiers {getattr(vf, '__version__', '?')}: {UNSUPPORTED_V1}")
     return vf
