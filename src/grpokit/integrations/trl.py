@@ -101,7 +101,8 @@ def latest_completions(output_dir: str | Path, n: int = 3) -> list[dict[str, Any
 
 def is_forecast(alert: dict[str, Any]) -> bool:
     """A forecast's alert: a failure ahead, fitted as a trend (`grpokit.monitor.detectors.forecast`)."""
-    cls = DETECTORS.get(alert.get("detector"))
+    name = alert.get("detector")
+    cls = DETECTORS.get(name) if name in DETECTORS else None  # the step watchdog's stall is no registered detector
     return isinstance(cls, type) and issubclass(cls, Trend)
 
 
