@@ -9,7 +9,7 @@ from typing import Any
 
 from .errors import ConfigError
 from .keys import all_keys, apply_mapping, parse_override, set_key
-from .recipes import load_recipe, read_yaml
+from .recipes import load_recipe
 from .resolve import resolve_config
 from .sections import Config
 
@@ -74,12 +74,16 @@ def _apply_config_file(cfg: Config, config_file: str, later: set[str]) -> set[st
     p = Path(config_file)
     if not p.exists():
         raise ConfigError(f"--config {config_file!r} does not exist")
-    data = read_yaml(p) or {}
+    from .compat.files import read_config
+
+    data = read_config(p) or {}  # YAML, or TOML by its suffix (prime-rl)
     if not isinstance(data, dict):
         raise ConfigError(f"{config_file}: expected config sections (e.g. train: {{steps: 10}}), got {data!r}")
     translated = _foreign_to_grpokit(data, config_file, cfg, later)
+    from .recipes import read_yaml
+
     # grpokit's own YAML: each scalar as written, typed by its key (keys.SetText)
-    texts = read_yaml(p, literal=True) if translated is data else None
+    texts = read_yaml(p, literal=True) if translated is data and p.suffix != ".toml" else None
     data = translated
     apply_mapping(cfg, data, config_file, texts)
     return {f"{section}.{k}" for section, body in data.items() if isinstance(body, dict) for k in body}

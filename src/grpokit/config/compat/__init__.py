@@ -9,20 +9,33 @@ and translated by meaning (`trl.py`, `verl.py`); one message names every key tha
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from . import trl, verl
+from . import axolotl, easyr1, nemo_rl, openrlhf, prime_rl, skyrl, swift, trl, verl
+from . import table as tables
 from .translation import Translation
 
-# format name -> (detector, translator); the first detector that accepts a mapping wins
+# format name -> (detector, translator); the first detector that accepts a mapping wins, so the trainers whose
+# configs share verl's or TRL's names (EasyR1's `trainer`, axolotl's `learning_rate`) are asked first
 FORMATS: dict[str, tuple[Callable[[dict[str, Any]], bool], Callable[..., Translation]]] = {
+    "easyr1": (easyr1.is_easyr1, partial(tables.translate, easyr1.SPEC)),
+    "skyrl": (skyrl.is_skyrl, partial(tables.translate, skyrl.SPEC)),
+    "nemo-rl": (nemo_rl.is_nemo_rl, partial(tables.translate, nemo_rl.SPEC)),
+    "prime-rl": (prime_rl.is_prime_rl, partial(tables.translate, prime_rl.SPEC)),
+    "axolotl": (axolotl.is_axolotl, axolotl.translate),
+    "ms-swift": (swift.is_swift, swift.translate),
+    "openrlhf": (openrlhf.is_openrlhf, openrlhf.translate),
     "trl": (trl.is_trl, trl.translate),
     "verl": (verl.is_verl, verl.translate),
 }
+NAMES = {"easyr1": "EasyR1", "skyrl": "SkyRL", "nemo-rl": "NeMo-RL", "prime-rl": "prime-rl", "axolotl": "axolotl",
+         "ms-swift": "ms-swift", "openrlhf": "OpenRLHF", "trl": "TRL GRPOConfig", "verl": "verl"}  # fmt: skip
 
 
 def detect(data: dict[str, Any]) -> str | None:
-    """ "trl", "verl", or None for a grpokit config (sections model/data/rollout/...)."""
+    """The trainer whose config `data` is (a FORMATS name), or None for a grpokit config (sections
+    model/data/rollout/...)."""
     for name, (accepts, _) in FORMATS.items():
         if accepts(data):
             return name
@@ -139,4 +152,4 @@ def foreign_hint(key: str) -> str | None:
 _TRL_NAMES = set(trl.RENAMES) | {k for k in _EXPLAINED if "." not in k}
 
 
-__all__ = ["FORMATS", "Translation", "detect", "foreign_hint", "parse_dotted", "translate"]
+__all__ = ["FORMATS", "NAMES", "Translation", "detect", "foreign_hint", "parse_dotted", "translate"]
