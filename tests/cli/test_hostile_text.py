@@ -165,7 +165,9 @@ def test_train_doctor_report_and_compare_of_a_hostile_run_and_log(tmp_path: Path
     tolerated[tolerated.index("reward.functions=[hostile_reward:hostile]")] = (
         "reward.functions=[hostile_reward:hostile, hostile_reward:batch_only]"
     )
-    done = grpokit("train", *tolerated, "--out", str(runs), "--name", FOLDER, cwd=tmp_path, env=env)
+    refused = grpokit("train", *tolerated, "--out", str(runs), "--name", FOLDER, cwd=tmp_path, env=env)
+    assert refused.returncode == 2 and "is not a plain folder name" in clean(refused.stderr, "--name refused")
+    done = grpokit("train", *tolerated, "--output-dir", str(runs / FOLDER), cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "\\x1b]0;pwned" in clean(done.stdout, "train stdout")  # the run directory's name, escaped
     assert SHOWN in clean(done.stderr, "train stderr") and len(done.stderr) < 200_000
