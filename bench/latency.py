@@ -428,7 +428,7 @@ def score(
         first = min(mine, key=lambda a: a.fired_at)
         res.alert, res.alert_mode = first.fired_at, first.mode
         res.rows_to_alert = _rows_between(steps, onset, res.alert)
-    crit = [s for a in mine if (s := _critical_step(a)) is not None]
+    crit = [s for a in mine if (s := critical_step(a)) is not None]
     if crit:
         res.critical = min(crit)
         res.rows_to_critical = _rows_between(steps, onset, res.critical)
@@ -443,7 +443,7 @@ def _rows_between(steps: list[int], onset: int, at: int) -> int:
     return sum(1 for s in steps if onset <= s <= at)
 
 
-def _critical_step(a: Any) -> int | None:
+def critical_step(a: Any) -> int | None:
     """The step an alert became critical (raised critical, or escalated to it); None if it never did."""
     if a.severity != "critical":
         return None

@@ -114,13 +114,14 @@ def test_wandb_folder_latest_run_and_run_dir_find_the_advantage_collapse(wandb_r
 
 
 def test_wandb_reward_std_alone(wandb_runs: Path, capsys) -> None:
-    """TRL before `frac_reward_zero_std` (May 2025) logs `reward_std` only: it is read as `reward/std` (the batch's
-    std of rewards). What the doctor says of it today: advantage collapse is not measurable from the batch's std
-    (issue 47 item 5 is to read a 0 there as every group having zero variance)."""
+    """TRL before `frac_reward_zero_std` (May 2025) logs `reward_std` only: it is read as `reward/std`, and a 0 there
+    is every group's rewards equal (the mean of the groups' stds, or the batch's std: 0 either way), so the
+    zero-variance signal is measured from it (issue 47 item 5; it was "advantage_collapse: needs ...")."""
     log = read_run(_wandb_dir(wandb_runs, "trl-std-only"))
     assert "zv/frac" not in log.available and log.series("reward/std")[1][COLLAPSE_FROM - 1 :] == [0.0] * 13
     code, out = _doctor(capsys, _wandb_dir(wandb_runs, "trl-std-only"))
-    assert code == 0 and "trl-std-only" in out and "advantage_collapse: needs" in out, out
+    assert code == 1 and "trl-std-only" in out and "CRITICAL advantage collapse" in out, out
+    assert "reward std 0" in out and "advantage_collapse: needs" not in out, out
 
 
 def test_wandb_grpokit_run_config_and_multi_block_records(tmp_path: Path) -> None:

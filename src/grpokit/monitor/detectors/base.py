@@ -87,7 +87,8 @@ class Detector:
         mode: str | None = None,
     ) -> Alert:
         """An alert of this detector confirmed at `step`, of its own mode unless `mode` is given, that started at
-        `onset` (`step` when None) and offers `actions` (none when None)."""
+        `onset` (`step` when None) and offers `actions` (none when None). Evidence the log does not hold (None) is
+        left out, never shown as `=None`."""
         return Alert(
             self.mode if mode is None else mode,
             self.name,
@@ -95,7 +96,7 @@ class Detector:
             step,
             severity,
             message,
-            evidence,
+            {k: v for k, v in evidence.items() if v is not None},
             fix,
             [] if actions is None else actions,
         )

@@ -62,8 +62,10 @@ class EntropyExplosion(Detector):
         return True, self.new_alert(
             step,
             "critical",
-            f"token entropy rose to {h:.2f} nats from a baseline of {base:.2f} ({h / max(base, 1e-9):.0f}x): the "
-            "policy is drifting towards uniform noise",
+            f"token entropy rose to {h:.2f} nats from a baseline of {base:.2f}"
+            # no ratio against a baseline of ~0 (it would read as billions of times)
+            + (f" ({h / base:.0f}x)" if base >= 0.01 else "")
+            + ": the policy is drifting towards uniform noise",
             {"entropy": round(h, 4), "initial_entropy": round(base, 4), "rows_above": self.rows_above},
             "stop and restore the last healthy checkpoint; lower the learning rate (train.lr); check that an entropy "
             "bonus is not unbounded (algo.entropy_coef, adaptive targets) and that the sampling temperature is the "

@@ -136,7 +136,7 @@ class SamplerMismatch(Windowed):
             "frac_rho_above_C": frac if math.isfinite(frac) else None,
             "abs_logp_diff_max": amax if math.isfinite(amax) else None,
             "kl_threshold": rounded(kl_max, 6),
-            **({"precision": self.context["precision"]} if self.context.get("precision") is not None else {}),
+            "precision": self.context.get("precision"),  # None (not logged) is left out by new_alert
         }
         actions = [] if self.context.get("is_correction") else ["algo.is_correction=token_truncate"]
         return True, self.new_alert(
