@@ -28,9 +28,18 @@ def decode_mode(name: str, device: torch.device) -> str:
         raise ValueError(f"rollout.decode={name!r} is not a decode mode; choose one of {modes}")
     if name == "auto":
         return "graphs" if device.type == "cuda" else "eager"
-    if name == "graphs" and device.type != "cuda":
-        raise ValueError(f"rollout.decode=graphs needs CUDA (the model is on {device.type}); use static or eager")
+    if name.startswith("graphs") and device.type != "cuda":
+        raise ValueError(f"rollout.decode={name} needs CUDA (the model is on {device.type}); use static or eager")
     return name
+
+
+def reserved_length(session: object) -> int:
+    """The cache positions a run's rollouts can need: its longest prompt (training or held-out) + max_new_tokens."""
+    data, rollout = getattr(session, "data", None), getattr(getattr(session, "cfg", None), "rollout", None)
+    if data is None or rollout is None:
+        return 0
+    prompts = [*getattr(data, "train_tokens", []), *getattr(data, "held_out_tokens", [])]
+    return max((len(p) for p in prompts), default=0) + int(rollout.max_new_tokens)
 
 
 @ENGINES.register("hf")
@@ -45,7 +54,9 @@ class SharedPrefixSampler(SharedModelEngine):
     @classmethod
     def from_session(cls, session: object) -> SharedPrefixSampler:
         decode = getattr(getattr(session.cfg, "rollout", None), "decode", "auto")  # type: ignore[attr-defined]
-        return cls(session.model, session.tokenizer, autocast=session.autocast, decode=decode)  # type: ignore
+        engine = cls(session.model, session.tokenizer, autocast=session.autocast, decode=decode)  # type: ignore
+        engine.min_len = reserved_length(session)
+        return engine
 
     def __init__(
         self,
@@ -66,6 +77,7 @@ class SharedPrefixSampler(SharedModelEngine):
         if draw is not None and self.decode != "eager":
             raise ValueError(f"rollout.decode={self.decode}: a custom draw runs only in the eager loop")
         self.static: StaticDecoder | None = None
+        self.min_len = 0  # the cache length a graphed run reserves (from_session: the data's longest + max_new_tokens)
 
     def sync_weights(self, model: torch.nn.Module) -> None:
         if model is not self.model:
@@ -75,8 +87,9 @@ class SharedPrefixSampler(SharedModelEngine):
     def static_decoder(self) -> StaticDecoder:
         if self.static is None:
             decoder, head = decoder_and_head(self.model)
+            graphs = {"graphs": "cudagraph", "graphs-inductor": "inductor"}.get(self.decode, False)
             self.static = StaticDecoder(
-                decoder, head, self.model.config, autocast=self.autocast, graphs=self.decode == "graphs"
+                decoder, head, self.model.config, autocast=self.autocast, graphs=graphs, min_len=self.min_len
             )
         return self.static
 

@@ -1,12 +1,14 @@
-"""Decode on a static key/value cache: every decode step has the same shapes (rows of a bucket x one token
-against a cache of max_len positions), so on CUDA the step (the model's forward, the head and the draw) is
-captured once per bucket as CUDA graphs (`torch.compile(mode="reduce-overhead")`) and replayed without a host
-round-trip per token. On CPU the same code runs eagerly (`rollout.decode=static`), which is what the tests check
-against the eager loop of `hf.py`.
+"""Decode on a static key/value cache: every decode step has the same shapes (rows x one token against a cache of
+max_len positions), so on CUDA the step (the model's forward, the head and the draw) is captured as a CUDA graph
+and replayed without a host round-trip per token. On CPU the same code runs eagerly (`rollout.decode=static`),
+which is what the tests check against the eager loop of `hf.py`.
 
-- Rows live in buckets (the batch, then powers of two below it): when the rows still running fit a smaller
-  bucket, they move to it (the cache rows copied), so early exit still shrinks the batch. A bucket's spare rows
-  write to a scratch output row.
+- `static` (no graphs): rows live in buckets (the batch, then powers of two below it): when the rows still
+  running fit a smaller bucket, they move to it (the cache rows copied), so early exit still shrinks the batch.
+  A bucket's spare rows write to a scratch output row. That pays on CPU, where a step's cost follows its rows.
+- graphed (`graphs`, `graphs-inductor`): one shape per run (`one_shape.py`): the run's rows and a cache length
+  fixed per run, finished rows masked, temperature a device tensor, so training and evaluation replay one graph.
+  On a GPU a step reads every weight whatever its rows, so smaller buckets buy little and each costs a capture.
 - Finished rows are checked every `check_every` tokens, not every token; a row that has ended writes padding.
 - The draw (`sampling.draw_step`) happens on the device inside the step, from uniforms drawn once per rollout,
   so for the same seed the tokens are those of the eager loop.
@@ -24,6 +26,8 @@ from transformers import DynamicCache, StaticCache
 
 from ..common.safe_text import safe_text
 from ..models.cache_arg import cache_kwarg
+from .captured_step import CapturedStep
+from .one_shape import decode_one_shape
 from .sampling import draw_step
 
 log = logging.getLogger(__name__)
@@ -54,17 +58,27 @@ class DtypeProbe(DynamicCache):
 
 @dataclass(frozen=True)
 class StepSettings:
-    """What a step draws with: the EOS ids (on the device) and the sampling settings (fixed per compiled step)."""
+    """What a step draws with: the EOS ids (on the device) and the sampling settings. Graphed, the temperature is a
+    0-d device tensor filled in place, so an evaluation at another temperature replays the same graph."""
 
     eos: torch.Tensor
-    temperature: float
+    temperature: float | torch.Tensor
     top_k: int
     top_p: float
 
 
+def graph_backend(graphs: bool | str) -> str | None:
+    """None (no graphs), `cudagraph` (torch.cuda.CUDAGraph, the default for True), `inductor` (torch.compile
+    mode=reduce-overhead) or another torch.compile backend by name (the CPU tests trace with `aot_eager`)."""
+    if graphs is True:
+        return "cudagraph"
+    return graphs or None
+
+
 class StaticDecoder:
-    """The static-cache decode loop for one model. `graphs`: capture each bucket's step as CUDA graphs (CUDA only);
-    caches and compiled steps are kept per (rows, max_len) across rollouts, so each shape is captured once."""
+    """The static-cache decode loop for one model. `graphs` (`graph_backend`): capture the step, one shape per run
+    (`one_shape.py`); without, caches are kept per (bucket rows, max_len) across rollouts. `min_len`: the cache
+    length a graphed run reserves (the data's longest prompt + max_new_tokens), so no later rollout outgrows it."""
 
     def __init__(
         self,
@@ -73,20 +87,29 @@ class StaticDecoder:
         config: object,
         *,
         autocast: Callable[[], contextlib.AbstractContextManager],
-        graphs: bool = False,
+        graphs: bool | str = False,
         check_every: int = 8,
+        min_len: int = 0,
     ) -> None:
         self.decoder, self.head, self.config = decoder, head, config
         self.cache_name = cache_kwarg(decoder)  # "cache" or "past_key_values", read once (outside any graph)
         self.autocast = autocast
         self.check_every = check_every
         self.caches: dict[tuple[int, int], StaticCache] = {}  # (rows, length)
-        self.graphs = graphs
+        self.backend = graph_backend(graphs)
+        self.graphs = self.backend is not None
+        self.shape: tuple[int, int] | None = None  # graphed: (rows, cache length), fixed at the first rollout
+        self.min_len = min_len
+        self.temperature: torch.Tensor | None = None  # graphed: the step's temperature, filled in place
+        self.step_calls, self.warned_no_graph = 0, False
         self.step = self._step
-        if graphs:
-            # one graph per (bucket, cache length): 6 buckets for 32 rows, times the few rounded lengths a run sees
-            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        if self.backend == "cudagraph":
+            self.step = CapturedStep(self._step)
+        elif self.backend == "inductor":
             self.step = torch.compile(self._step, mode="reduce-overhead", dynamic=False)
+        elif self.backend is not None:
+            self.step = torch.compile(self._step, backend=self.backend, dynamic=False)
+        self.graphs_before = recorded_graphs(self.step)
 
     def _step(
         self,
@@ -139,9 +162,11 @@ class StaticDecoder:
         fails, the run goes on without graphs, said once, the cache put back at `length` positions first."""
         if not self.graphs:
             return self.step(cache, *args)
-        torch.compiler.cudagraph_mark_step_begin()
+        if self.backend == "inductor":
+            torch.compiler.cudagraph_mark_step_begin()
         try:
             new, lp = self.step(cache, *args)
+            self.after_graphed_call()
         except Exception as e:  # noqa: BLE001  (torch.compile and graph capture raise many kinds)
             log.warning(
                 "grpokit: rollout.decode=graphs could not capture the decode step (%s); decoding on without graphs, "
@@ -153,6 +178,24 @@ class StaticDecoder:
                 layer.cumulative_length.fill_(length)
             return self._step(cache, *args)
         return new.clone(), lp.clone()
+
+    def after_graphed_call(self) -> None:
+        """Warn once when the step has recorded no graph after three calls, or inductor declined its CUDA graphs:
+        neither raises, and both leave every token on the slow path."""
+        self.step_calls += 1
+        if self.warned_no_graph or self.step_calls < 3:
+            return
+        recorded = recorded_graphs(self.step) - self.graphs_before
+        skips = dynamo_counts()[1] if self.backend == "inductor" else 0
+        if recorded == 0 or skips:
+            self.warned_no_graph = True
+            log.warning(
+                "grpokit: rollout.decode=graphs recorded %d graph(s) in %d decode steps (cudagraph skips: %d); "
+                "the step runs without a graph. Run with TORCH_LOGS=recompiles,perf_hints to see why",
+                recorded,
+                self.step_calls,
+                skips,
+            )
 
     def move(self, src: StaticCache, rows: int, max_len: int, sel: torch.Tensor) -> StaticCache:
         """The bucket cache of `rows` rows holding src's rows `sel` [rows]."""
@@ -178,6 +221,8 @@ class StaticDecoder:
         L0, D], `logits` [N, V] at its last position, `attn` [N, L0] its mask, `pos` [N, 1] its last position ids,
         `uniforms` [T, N, 1] (`sampling.row_uniforms`). Returns (ids [N, T], log-probs [N, T]) on the CPU, padding
         and 0 after each row's EOS, as the eager loop of `hf.py` writes them."""
+        if self.graphs:
+            return decode_one_shape(self, prefix, logits, attn, pos, uniforms, params, eos, pad_id)
         n, width = attn.shape
         steps, device = params.max_new_tokens, logits.device
         max_len = -(-(width + steps) // LENGTH_QUANTUM) * LENGTH_QUANTUM  # few distinct shapes, few captures
@@ -218,3 +263,15 @@ class StaticDecoder:
             finished = finished | torch.isin(new, eos)
             tok = new
         return out_ids[:n].cpu(), out_lp[:n].cpu()
+
+
+def dynamo_counts() -> tuple[int, int]:
+    """(Dynamo's unique graphs, inductor's cudagraph skips) so far in this process."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"], counters["inductor"]["cudagraph_skips"]
+
+
+def recorded_graphs(step: object) -> int:
+    """Graphs recorded so far: a CapturedStep's own count, else Dynamo's (compared before and after by the caller)."""
+    return step.graphs if isinstance(step, CapturedStep) else dynamo_counts()[0]
