@@ -169,6 +169,40 @@ def _install_filter(program: list[tuple[int, int, int, int]]) -> bool:
     return c.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) == 0
 
 
+# the kernel's keyrings: a reward in the trainer's session could read what the trainer (or the user's login,
+# through the user and user-session keyrings, which every process of the uid reaches) stored there (Kerberos
+# tickets, cifs and ecryptfs keys, tokens put there by a credential helper)
+_NR_KEYS = {"x86_64": (248, 249, 250), "aarch64": (217, 218, 219)}  # add_key, request_key, keyctl
+KEYCTL_JOIN_SESSION_KEYRING = 1
+
+
+def join_new_session_keyring() -> bool:
+    """Leave the trainer's session keyring for a new, empty, anonymous one (keyctl(JOIN_SESSION_KEYRING, NULL));
+    whether it worked."""
+    if not sys.platform.startswith("linux"):
+        return False
+    c = libc()
+    c.syscall.restype = ctypes.c_long
+    machine = os.uname().machine
+    if machine not in _NR_KEYS:
+        return False
+    return c.syscall(ctypes.c_long(_NR_KEYS[machine][2]), ctypes.c_long(KEYCTL_JOIN_SESSION_KEYRING), None) >= 0
+
+
+def deny_keyrings() -> bool:
+    """Refuse this process and its children add_key, request_key and keyctl with EACCES (seccomp): no key of the
+    user's keyrings (session, user, user-session) can be read, linked or added. Whether it worked."""
+    machine = os.uname().machine if sys.platform.startswith("linux") else ""
+    if machine not in _ARCH:
+        return False
+    denied = _NR_KEYS[machine]
+    program = [(_LD_ABS, 0, 0, 4), (_JEQ, 1, 0, _ARCH[machine][0]), (_RET, 0, 0, _ALLOW), (_LD_ABS, 0, 0, 0)]
+    for i, nr in enumerate(denied):  # each: equal -> the EACCES return at the end
+        program.append((_JEQ, len(denied) - i, 0, nr))
+    program += [(_RET, 0, 0, _ALLOW), (_RET, 0, 0, _ERRNO | _EACCES)]
+    return _install_filter(program)
+
+
 _NR_UNSHARE = {"x86_64": 272, "aarch64": 97}
 _NR_LANDLOCK = (444, 445, 446)  # create_ruleset, add_rule, restrict_self: the same on both
 

@@ -36,6 +36,8 @@ confines the process that serves the calls. In order:
    socket reaches daemons outside any network namespace (a tmux or docker socket is a shell outside).
 6. **Secrets**: the interpreter starts with only the environment variables of an allow-list (what Python and
    numeric libraries need, `env_vars.py`) and those named in `env`; credentials under any name are dropped.
+   It leaves the trainer's session keyring for a new, empty one, and seccomp denies `keyctl`, `add_key` and
+   `request_key` (the user's keyrings are reachable from any session of the uid; `_confine_keyrings`).
 7. **Parent death**: PR_SET_PDEATHSIG(SIGKILL) for the worker and every process it forks with `os.fork`, and a
    check that the parent is still the trainer (it may have died before the prctl). In its own user namespace
    the worker also starts a pid namespace whose pid 1 dies with it, taking every program the reward started
@@ -249,6 +251,18 @@ def _confine_processes(limits: SandboxLimits, workdir: str, enforced: dict[str, 
         enforced["processes"] = "not enforced (root without a writable pids cgroup): only the timeout"
 
 
+def _confine_keyrings(enforced: dict[str, str]) -> None:
+    """A new, empty session keyring instead of the trainer's, and no keyctl/add_key/request_key at all (the
+    user and user-session keyrings are reachable by every process of the uid, whatever its session)."""
+    joined = linux.join_new_session_keyring()
+    if linux.deny_keyrings():
+        enforced["keyrings"] = "seccomp: keyctl, add_key and request_key denied" + (
+            "; a new session keyring" if joined else ""
+        )
+    else:
+        _unavailable(enforced, f"keyring seccomp filter ({linux.last_error()})")
+
+
 def _unavailable(enforced: dict[str, str], what: str) -> None:
     """Record a protection the kernel refused, with the reason (reported with the sandbox's line at start)."""
     enforced["unavailable"] = "; ".join(filter(None, (enforced.get("unavailable"), what)))
@@ -317,6 +331,7 @@ def apply_sandbox(limits: SandboxLimits, workdir: str, parent_pid: int, keep_fds
         enforced["network"] = "allowed"
     _set_limits(limits, keep_fds, enforced)
     if sys.platform.startswith("linux"):
+        _confine_keyrings(enforced)
         _confine_processes(limits, workdir, enforced)
     linux.set_parent_death_signal()  # after any uid change, which clears it
     if enforced.get("user", "").startswith("own user namespace") and _start_pid_namespace():

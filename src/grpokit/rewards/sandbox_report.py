@@ -18,6 +18,7 @@ PARTS = (
     ("user", "privileges"),
     ("unix sockets", "unix sockets"),
     ("signals", "signals"),
+    ("keyrings", "keyrings"),
     ("environment", "environment"),
     ("directory", "directory"),
 )
