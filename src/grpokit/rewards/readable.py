@@ -11,21 +11,23 @@ beneath:
   and the other `sys.path` entries except those that are or hold the working directory ("" and the directory
   of the script that was started there);
 - the system: /usr, /lib, /lib32, /lib64, /bin, /sbin, /sys, and single files of /dev and /etc that
-  libraries open (`/dev/null`, `/dev/urandom`, `/dev/shm`, `/etc/ld.so.cache`, `/etc/localtime`,
-  `/etc/passwd`, `/etc/ssl/certs`, ...; not /dev as a whole, whose disks a root worker could read);
+  libraries open (`/dev/null`, `/dev/urandom`, `/etc/ld.so.cache`, `/etc/localtime`, `/etc/passwd`,
+  `/etc/ssl/certs`, ...; not /dev as a whole, whose disks a root worker could read, and not `/dev/shm`, where
+  other processes keep their shared memory: a reward that needs it names it in `writable`);
 - of /proc only the serving process's own directory (`/proc/self`, resolved in that process) and the
   system-wide files that libraries read (`/proc/cpuinfo`, `/proc/meminfo`, `/proc/stat`, `/proc/sys`, ...):
   no other process's command line, environment or memory, and no listing of /proc;
 - the reward's own module: the directory of a `file.py` spec, or the package or file a `module:function`
   spec names (found on `sys.path`, then in the working directory), and the module files of the functions given
-  in Python; where that directory is, or holds, the working directory or a home directory, only the module's
-  own file;
+  in Python: a module's own file alone (never the folder it lies in, which may hold a credential beside it, as
+  `/tmp/krb5cc_*`), a package's folder;
 - `SandboxLimits.readable`: what the trainer adds (the data and the run directory) and the config key
   `reward.sandbox_readable`; and the worker's private directory (read and write).
 
-A directory that holds the user's home directory (`/`, `/home`, `~` itself) is never granted, so a `sys.path`
-entry, a data file or a module lying directly in `~` does not open all of it: only the module's own file or
-package, or the data file, is granted then. The working directory is granted only when named in
+A shared, world-writable directory (sticky, as `/tmp`, `/var/tmp`) is never granted by a `sys.path` entry
+(`shared_directory`). A directory that holds the user's home directory (`/`, `/home`, `~` itself) is never
+granted, so a `sys.path` entry, a data file or a module lying directly in `~` does not open all of it: only the
+module's own file or package, or the data file, is granted then. The working directory is granted only when named in
 `reward.sandbox_readable`. Paths that do not exist are skipped. `read="all"` restricts nothing (reading is then
 as the user may).
 """
@@ -35,6 +37,7 @@ from __future__ import annotations
 import importlib.machinery
 import os
 import site
+import stat
 import sys
 from collections.abc import Iterable
 
@@ -60,7 +63,6 @@ SYSTEM_FILES = (
     "/dev/full",
     "/dev/random",
     "/dev/urandom",
-    "/dev/shm",
     "/etc/ld.so.cache",
     "/etc/ld.so.conf",
     "/etc/ld.so.conf.d",
@@ -113,13 +115,23 @@ def path_entries(cwd: str) -> list[str]:
 
 
 def module_file(path: str) -> list[str]:
-    """A module file's directory and the file (`grant` keeps only the file where the directory is too wide)."""
-    return [os.path.dirname(path), path]
+    """What a module file grants: the file alone (its folder may hold anything, a credential cache beside it)."""
+    return [path]
+
+
+def shared_directory(path: str) -> bool:
+    """Whether `path` is a directory every user may write to (sticky and world-writable, as /tmp): what lies
+    there is other people's, and never granted as a whole."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return os.path.isdir(path) and bool(st.st_mode & stat.S_ISVTX) and bool(st.st_mode & stat.S_IWOTH)
 
 
 def module_paths(spec: str, cwd: str) -> list[str]:
-    """Where the module of reward `spec` lies, found without importing anything: the directory of a `file.py`
-    (only the file where that directory is too wide, see `grant`), the package or file of a module."""
+    """Where the module of reward `spec` lies, found without importing anything: a `file.py` alone, the package
+    or file of a module."""
     if spec in REWARDS or ":" not in spec:
         return []
     module = spec.rpartition(":")[0]
@@ -153,5 +165,5 @@ def read_roots(readable: Iterable[str], specs: Iterable[str], cwd: str, files: I
     for spec in specs:
         found += module_paths(spec, cwd)
     system = grant([*SYSTEM, *SYSTEM_FILES, *PROC, *python_paths(cwd)], home_dirs)
-    implicit = grant(found, home_dirs | {os.path.realpath(cwd)})
+    implicit = grant([p for p in found if not shared_directory(p)], home_dirs | {os.path.realpath(cwd)})
     return list(dict.fromkeys([*system, *implicit, *grant(readable, home_dirs)]))
