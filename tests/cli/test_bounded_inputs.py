@@ -171,3 +171,16 @@ def test_trl_state_with_100000_steps_is_bounded(tmp_path: Path, capsys: pytest.C
     assert f"{MAX_STEPS} steps, steps {n - MAX_STEPS + 1}..{n}" in out
     assert f"{n} logged steps; the last {MAX_STEPS}" in out
     assert took < 30, took  # the whole history replayed took ~45 s of CPU here; the last 20,000 about 5
+
+
+def test_log_readers_refuse_a_fifo_swapped_in_after_discovery(tmp_path: Path, deadline: Callable[..., Any]) -> None:
+    """The doctor's readers check `is_file()` when they find a log; a FIFO swapped in before the read is refused
+    by the read itself, not waited on."""
+    from grpokit.monitor.readers.console import read_text_file
+    from grpokit.monitor.readers.console_text import read_text
+    from grpokit.monitor.readers.jsonl import read_jsonl_objects
+
+    f = fifo(tmp_path / "log.txt")
+    for reader in (read_text, read_text_file, read_jsonl_objects):
+        with pytest.raises(UnreadableInput, match="FIFO"):
+            deadline(reader, f)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ...common.bounded_read import LOG_LIMIT, open_regular, read_text
 from . import console_openrlhf
 from .canonical import OPENRLHF_CONSOLE_MAPPER, TRL_MAPPER, VERL_MAPPER, Reader, Segment, ordered
 from .console_trl import TRAINER_START, TRL_DICT, trl_console_segments
@@ -19,14 +20,14 @@ _STRUCTURED_SUFFIXES = {".json", ".jsonl", ".csv", ".yaml", ".yml", ".parquet", 
 
 def _is_binary(path: Path) -> bool:
     try:
-        with path.open("rb") as f:
+        with open_regular(path) as f:  # a FIFO swapped in is not a hang
             return b"\x00" in f.read(8192)
-    except OSError:
+    except (OSError, ValueError):
         return True
 
 
 def read_text_file(path: Path) -> str:
-    return path.read_text(encoding="utf-8", errors="replace")
+    return read_text(path, LOG_LIMIT, errors="replace")  # a regular file, at most LOG_LIMIT bytes
 
 
 _ERROR_LINE = re.compile(r"^\W*(?:\(\w+ pid=\d+\)\s*)?([A-Za-z_.]*(?:Error|Exception|Interrupt)\b.*)$")
@@ -93,9 +94,9 @@ class ConsoleReader(Reader):
         if path.name.startswith("events.out.tfevents."):
             return []
         try:
-            with path.open(encoding="utf-8", errors="replace") as f:
-                head = f.read(_TEXT_SNIFF_BYTES)
-        except OSError:
+            with open_regular(path) as f:  # a FIFO swapped in is not a hang
+                head = f.read(_TEXT_SNIFF_BYTES).decode("utf-8", errors="replace")
+        except (OSError, ValueError):
             return []
         return [("", [path])] if console_kind(head) else []
 

@@ -7,6 +7,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from ...common.bounded_read import LOG_LIMIT, open_regular
+from ...common.bounded_read import read_text as bounded_text
 from .canonical import Mapper, RawRows, Reader
 
 SNIFF_BYTES = 4 << 20  # a format is recognised from the first 4 MB of a file
@@ -23,9 +25,9 @@ def text_head(path: Path, size: int = SNIFF_BYTES) -> str | None:
     if not path.is_file() or path.suffix.lower() in _NOT_TEXT or path.name.startswith("events.out.tfevents."):
         return None
     try:
-        with path.open("rb") as f:
+        with open_regular(path) as f:  # a FIFO swapped in is not a hang
             data = f.read(size)
-    except OSError:
+    except (OSError, ValueError):
         return None
     if b"\x00" in data[:8192]:
         return None
@@ -34,7 +36,7 @@ def text_head(path: Path, size: int = SNIFF_BYTES) -> str | None:
 
 def read_text(path: Path) -> str:
     """A whole text log, colour codes stripped."""
-    return ANSI.sub("", path.read_text(encoding="utf-8", errors="replace"))
+    return ANSI.sub("", bounded_text(path, LOG_LIMIT, errors="replace"))  # a regular file, at most LOG_LIMIT bytes
 
 
 def number(token: str) -> float | None:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ...common.bounded_read import open_regular
 from .canonical import VERL_MAPPER, RawRows, Reader, Segment, best_flavor, merge_segments, ordered
 from .names import VERL_NAMES
 from .values import numeric_items, step_of
@@ -15,9 +16,9 @@ from .values import numeric_items, step_of
 
 def _jsonl_values(path: Path) -> Iterator[Any]:
     """The JSON value of each non-blank line of `path`, in order; a line that does not parse is passed over."""
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.strip()
+    with open_regular(path) as fb:  # a FIFO or device is refused, not a hang
+        for raw in fb:
+            line = raw.decode("utf-8", errors="replace").strip()
             if not line:
                 continue
             try:
