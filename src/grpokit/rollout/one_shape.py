@@ -17,23 +17,36 @@ Each row reads its own uniforms (`sampling.row_uniforms`), so the tokens are tho
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
 from .captured_step import CapturedStep
-from .sampling import draw_step
-
-if TYPE_CHECKING:
-    from .static_decode import StaticDecoder
+from .sampling import StepSettings, draw_step
 
 log = logging.getLogger(__name__)
 
+LENGTH_QUANTUM = 128  # cache lengths are rounded up to a multiple of this, so prompts of any width share graphs
 
-def run_shape(dec: StaticDecoder, rows: int, need: int) -> tuple[int, int]:
+
+class GraphedDecoder(Protocol):
+    """What the one-shape loop reads and sets of `static_decode.StaticDecoder`."""
+
+    shape: tuple[int, int] | None
+    min_len: int
+    check_every: int
+    temperature: torch.Tensor | None
+    step: object
+
+    def cache(self, rows: int, max_len: int, device: torch.device) -> object: ...
+
+    def load(self, dst: object, src_layers: list[tuple[torch.Tensor, torch.Tensor]], length: int) -> None: ...
+
+    def call_step(self, length: int, cache: object, *args: object) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+def run_shape(dec: GraphedDecoder, rows: int, need: int) -> tuple[int, int]:
     """(rows, cache length) of the run: fixed at the first rollout, the length grown once where `need` exceeds it."""
-    from .static_decode import LENGTH_QUANTUM
-
     length = -(-max(need, dec.min_len) // LENGTH_QUANTUM) * LENGTH_QUANTUM
     if dec.shape is None:
         dec.shape = (rows, length)
@@ -52,7 +65,7 @@ def run_shape(dec: StaticDecoder, rows: int, need: int) -> tuple[int, int]:
 
 
 def decode_one_shape(
-    dec: StaticDecoder,
+    dec: GraphedDecoder,
     prefix: list[tuple[torch.Tensor, torch.Tensor]],
     logits: torch.Tensor,
     attn: torch.Tensor,
@@ -80,7 +93,7 @@ def decode_one_shape(
 
 
 def decode_chunk(
-    dec: StaticDecoder,
+    dec: GraphedDecoder,
     prefix: list[tuple[torch.Tensor, torch.Tensor]],
     logits: torch.Tensor,
     attn: torch.Tensor,
@@ -92,8 +105,6 @@ def decode_chunk(
     max_len: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One chunk of the run's rows on the run's cache: the loop of `StaticDecoder.run` without buckets."""
-    from .static_decode import StepSettings
-
     rows, width = attn.shape
     steps, device = params.max_new_tokens, logits.device
     s = StepSettings(eos, dec.temperature, params.top_k, params.top_p)

@@ -10,6 +10,8 @@ row buckets (static) draw the same tokens from the same logits.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ..algos.truncation import truncate_logits
@@ -67,3 +69,14 @@ def draw_step(
     logp = torch.log_softmax(z, -1)
     tok = inverse_cdf(logp, u)
     return tok, logp.gather(1, tok[:, None]).squeeze(1)
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """What a step draws with: the EOS ids (on the device) and the sampling settings. Graphed, the temperature is a
+    0-d device tensor filled in place, so an evaluation at another temperature replays the same graph."""
+
+    eos: torch.Tensor
+    temperature: float | torch.Tensor
+    top_k: int
+    top_p: float

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache, StaticCache
@@ -27,12 +26,10 @@ from transformers import DynamicCache, StaticCache
 from ..common.safe_text import safe_text
 from ..models.cache_arg import cache_kwarg
 from .captured_step import CapturedStep
-from .one_shape import decode_one_shape
-from .sampling import draw_step
+from .one_shape import LENGTH_QUANTUM, decode_one_shape
+from .sampling import StepSettings, draw_step
 
 log = logging.getLogger(__name__)
-
-LENGTH_QUANTUM = 128  # cache lengths are rounded up to a multiple of this, so prompts of any width share graphs
 
 
 def buckets(n: int) -> list[int]:
@@ -54,17 +51,6 @@ class DtypeProbe(DynamicCache):
         if layer_idx == 0:
             self.first = (key_states, value_states)
         return super().update(key_states, value_states, layer_idx, *args, **kwargs)
-
-
-@dataclass(frozen=True)
-class StepSettings:
-    """What a step draws with: the EOS ids (on the device) and the sampling settings. Graphed, the temperature is a
-    0-d device tensor filled in place, so an evaluation at another temperature replays the same graph."""
-
-    eos: torch.Tensor
-    temperature: float | torch.Tensor
-    top_k: int
-    top_p: float
 
 
 def graph_backend(graphs: bool | str) -> str | None:
