@@ -66,7 +66,7 @@ def check_convention(name: str) -> str:
 
 def describe(name: str) -> str:
     """`easyr1-style function (EasyR1: compute_score(reward_inputs), scores' overall)` for the start lines."""
-    row = CONVENTIONS.get(name)
+    row = CONVENTIONS.get(name) if name in CONVENTIONS else None  # a reward model has no row
     return f"{name}-style function" + (f" ({row.project}: {row.call})" if row is not None else "")
 
 
