@@ -387,15 +387,16 @@ def test_detect_names_the_new_sources(path: Path, source: str) -> None:
 # whole truth; this holds what these readers decide).
 REAL_DOCTOR = [
     # (run, verdict prefix or None, modes required, modes allowed)
-    ("skyrl_grpo_tau_bench_kl_blowup", "failing", {"KL drift", "numerical trouble"}, set()),
-    ("skyrl_grpo_tau_bench_kl_spikes", "failing", {"KL drift", "numerical trouble"}, set()),
-    ("skyrl_grpo_tau_bench_13_steps", "no failure mode detected so far", set(), set()),
+    # the tau-bench runs spend 75-79% of each step generating: the system doctor's generation-bound verdict (info)
+    ("skyrl_grpo_tau_bench_kl_blowup", "failing", {"KL drift", "numerical trouble"}, {"generation-bound"}),
+    ("skyrl_grpo_tau_bench_kl_spikes", "failing", {"KL drift", "numerical trouble"}, {"generation-bound"}),
+    ("skyrl_grpo_tau_bench_13_steps", "no failure mode detected so far", set(), {"generation-bound"}),
     # the gradient spike at step 3 is judged against 2 earlier norms (50x their median)
     (
         "skyrl_grpo_tau_bench_6_steps_kl_spike",
         "no failure mode active at the end",
         {"KL drift", "numerical trouble"},
-        set(),
+        {"generation-bound"},
     ),
     ("nemo_rl_grpo_qwen2p5_1p5b_step4", "no failure mode detected so far", set(), set()),
     # one step with loss and mean reward both exactly 0: no update
@@ -428,7 +429,9 @@ def test_doctor_on_skyrl_kl_spike_clears_and_says_how_steps_were_numbered() -> N
 def test_doctor_on_hand_written_prime_rl_and_slime_logs() -> None:
     prime = diagnose(PRIME_RUN)
     assert prime["verdict"] == "warnings"
-    assert {a["mode"] for a in prime["alerts"]} == {"sampler/learner mismatch"}
+    # its mismatch rises after the weight sync too: the system doctor's sync check may name it as well
+    assert "sampler/learner mismatch" in {a["mode"] for a in prime["alerts"]}
+    assert {a["mode"] for a in prime["alerts"]} <= {"sampler/learner mismatch", "sampler != learner after sync"}
     slime = diagnose(SLIME_LOG)
     assert slime["verdict"] == "failing" and {a["mode"] for a in slime["alerts"]} == {"KL drift"}
     assert slime["last_values"][mn.REWARD_MEAN] == 0.4395
