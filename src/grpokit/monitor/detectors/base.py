@@ -14,12 +14,16 @@ from .rows import StepWindow, first_logged
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 
 
+ESCALATIONS_KEPT = 16
+
+
 @dataclass
 class Alert:
     """A failure mode that started at `step` (onset) and was confirmed at `fired_at`.
 
-    While the mode lasts, `current` holds the latest step's message and evidence, `escalations` every severity
-    change, and `cleared_at` the step it cleared (None while active)."""
+    While the mode lasts, `current` holds the latest step's message and evidence, `escalations` its severity and
+    reading changes (the last ESCALATIONS_KEPT; `escalations_dropped` counts the earlier ones, so a reading that
+    flips every step of a long run costs bounded memory), and `cleared_at` the step it cleared (None while active)."""
 
     mode: str
     detector: str
@@ -33,9 +37,17 @@ class Alert:
     current: dict[str, Any] | None = None
     escalations: list[dict[str, Any]] = field(default_factory=list)
     cleared_at: int | None = None
+    escalations_dropped: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def note(self, change: dict[str, Any]) -> None:
+        """Record a severity or reading change, keeping the last ESCALATIONS_KEPT."""
+        self.escalations.append(change)
+        if len(self.escalations) > ESCALATIONS_KEPT:
+            del self.escalations[0]
+            self.escalations_dropped += 1
 
 
 class Detector:
@@ -135,15 +147,15 @@ class Detector:
         assert a is not None
         a.current = {"step": step, "message": new.message, "evidence": dict(new.evidence)}
         if new.mode != a.mode:
-            a.escalations.append({"step": step, "mode": new.mode, "from_mode": a.mode})
+            a.note({"step": step, "mode": new.mode, "from_mode": a.mode})
             a.mode = new.mode
             if new.severity != a.severity:
-                a.escalations.append({"step": step, "from": a.severity, "to": new.severity})
+                a.note({"step": step, "from": a.severity, "to": new.severity})
                 a.severity = new.severity
             a.message, a.evidence = new.message, dict(new.evidence)
             self.escalated_at = step
         if SEVERITY_RANK.get(new.severity, 9) < SEVERITY_RANK.get(a.severity, 9):
-            a.escalations.append({"step": step, "from": a.severity, "to": new.severity})
+            a.note({"step": step, "from": a.severity, "to": new.severity})
             a.severity = new.severity
             self.escalated_at = step
         a.fix, a.actions = new.fix, list(new.actions)

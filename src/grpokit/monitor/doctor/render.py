@@ -77,6 +77,8 @@ def _alert_lines(i: int, a: dict[str, Any], active: list[str]) -> list[str]:
     cur = a.get("current")
     if cur and cur.get("step") != a["fired_at"]:
         out.append(f"   now (step {cur['step']}): {cur['message']}")
+    if a.get("escalations_dropped"):
+        out.append(f"   ({a['escalations_dropped']} earlier changes not kept; the last {len(a['escalations'])} follow)")
     for e in a.get("escalations", []):
         if "to" in e:
             eased = SEVERITY_RANK.get(e["to"], 9) > SEVERITY_RANK.get(e["from"], 9)
