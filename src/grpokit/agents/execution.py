@@ -68,17 +68,42 @@ def load_tool(spec: str, cwd: str) -> tuple[Callable[..., list[ToolReply]], dict
     return call_batch(fn), {"schema": json.dumps(tool_from_function(fn).schema)}
 
 
+SCHEMA_MAX_CHARS = 1 << 20  # a tool's JSON schema as the worker reports it (a docstring of megabytes is refused)
+SCHEMA_MAX_DEPTH = 32  # nesting of its objects and lists (what a chat template renders recursively)
+
+
 def schema_from_worker(spec: str, text: str) -> Tool:
     """The `Tool` (without its function) of a schema the worker reported for `spec`, checked: the worker has run
-    the tool's module, so what it sends is not trusted to be well-formed (ValueError naming the spec)."""
+    the tool's module, so what it sends is not trusted to be well-formed (ValueError naming the spec and the limit)."""
+    where = f"agent.tools: {spec!r}: the worker reported"
+    if len(text) > SCHEMA_MAX_CHARS:
+        too_long = f"a schema of {len(text):,} characters, over {SCHEMA_MAX_CHARS:,}"
+        raise ValueError(f"{where} {too_long}; shorten its docstring")
     try:
         schema = json.loads(text)
-        name = schema["function"]["name"]
-    except (ValueError, TypeError, KeyError) as e:
-        raise ValueError(f"agent.tools: {spec!r}: the worker reported an unreadable schema ({e})") from None
+        name, params = schema["function"]["name"], schema["function"].get("parameters", {})
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise ValueError(f"{where} an unreadable schema ({e})") from None
+    except RecursionError:
+        raise ValueError(f"{where} a schema nested deeper than JSON can be read; flatten its parameters") from None
     if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
         raise ValueError(f"agent.tools: {spec!r}: its name {str(name)[:40]!r} is not a function name")
+    if not isinstance(params, dict):
+        raise ValueError(f"{where} parameters of type {type(params).__name__}, not an object; describe them in Args:")
+    if depth(schema) > SCHEMA_MAX_DEPTH:
+        raise ValueError(f"{where} a schema nested over {SCHEMA_MAX_DEPTH} levels deep; flatten its parameters")
     return Tool(name, None, schema)
+
+
+def depth(value: Any, limit: int = SCHEMA_MAX_DEPTH + 1) -> int:
+    """How deep `value`'s dicts and lists nest (counted up to `limit`, iteratively: no recursion to exhaust)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)) and d <= limit:
+            deepest = max(deepest, d)
+            stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return deepest
 
 
 def clip(text: str, max_chars: int) -> str:
