@@ -11,7 +11,7 @@ and for each alert that starts, escalates or clears it
 * prints one block: what happened, the evidence, the fix in TRL's own `GRPOConfig` names (read from the run's
   config: `beta`, `epsilon`, `epsilon_high`, `loss_type`, `num_generations`, `scale_rewards`, PEFT or not, vLLM),
   and, where TRL logs completions (`log_completions=True`), a few of the latest completions as evidence;
-* appends it to `<output_dir>/grpokit_alerts.jsonl`;
+* appends it to `<output_dir>/grpokit_alerts.jsonl` (never through a link planted there: `common/no_follow.py`);
 * shows it where TRL's `report_to` trackers show runs: a `grpokit/alerts_active` scalar and the alert as text in
   TensorBoard, `wandb.alert` + the run summary in W&B, a tag and a text artifact in MLflow;
 * posts it to `notify` (a Slack/Discord incoming webhook URL; `grpokit.monitor.notify`);
@@ -22,9 +22,8 @@ and for each alert that starts, escalates or clears it
   line each, logging every one to `<output_dir>/grpokit_interventions.jsonl`. `actions={"kl_drift":
   ["algo.kl_coef*=2"]}` replaces a detector's own actions (most name switches TRL reads only when it is built).
 
-Forecasts (`grpokit.monitor.detectors.forecast`: entropy, zero-variance groups, KL trending toward a failure) are
-detectors like the others: they print as a forecast block with their trend (slope, fit window, R^2, horizon).
-"""
+Forecasts (`grpokit.monitor.detectors.forecast`) are detectors like the others: they print as a forecast block with
+their trend. A row whose `state.global_step` is not a step number is skipped, counted and said once."""
 
 from __future__ import annotations
 
@@ -36,12 +35,14 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from ..common.no_follow import PlantedLink, append_text
 from ..common.safe_text import safe_text
 from ..monitor.detectors import DETECTORS, SEVERITY_RANK, Alert, Monitor
 from ..monitor.detectors.forecast import Trend
 from ..monitor.doctor.knobs import equivalents
 from ..monitor.notify import Notifier
 from ..monitor.readers.canonical import canonical_row
+from ..monitor.readers.values import step_number
 from ..training.autopilot import Bounds, truncate_rows_after
 from .step_watchdog import StepWatchdog
 from .trl_autopilot import TrlAutopilot, check_actions, find_trainer
@@ -183,6 +184,8 @@ class HealthCallback(TrainerCallback):
         self._state: dict[int, tuple[str, int | None]] = {}
         self.main = True  # the world's main process (prints, writes files, posts)
         self.watchdog: StepWatchdog | None = None  # a stall: no on_step_end within k x the median step time
+        self.skipped_rows = 0  # log rows whose state.global_step was not a step number
+        self.refused_links: set[str] = set()  # output files found to be links grpokit did not make
 
     # ------------------------------------------------------------------------------------- Trainer events
 
@@ -211,20 +214,27 @@ class HealthCallback(TrainerCallback):
         self.watchdog = StepWatchdog(lambda a: self._emit("stall", a, a["step"])).start()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.watchdog is not None:
-            self.watchdog.step_end(int(state.global_step))
+        step = step_number(getattr(state, "global_step", None))
+        if self.watchdog is not None and step is not None:
+            self.watchdog.step_end(step)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         # Every process judges the same rows (TRL logs metrics gathered over all of them) and so changes its own
         # optimizer and trainer alike, and stops at the same step; only the main one prints, writes and posts.
         if self.monitor is None or not logs:
             return
+        step = step_number(getattr(state, "global_step", None))
+        if step is None:  # not a step number: the row is skipped, counted, and said once
+            self.skipped_rows += 1
+            if self.skipped_rows == 1:
+                bad = safe_text(repr(getattr(state, "global_step", None)), limit=80)
+                print(f"[grpokit] a log row with state.global_step={bad} is skipped (not a step)", file=self.out)
+            return
         if self.watchdog is not None:  # TRL logs no phase inside a step: the next one's generation, reward or update
-            self.watchdog.saw(f"the log of step {state.global_step} (then step {state.global_step + 1} began)")
+            self.watchdog.saw(f"the log of step {step} (then step {step + 1} began)")
         if any(k.startswith("eval_") for k in logs) or "train_runtime" in logs:
             return  # evaluation and end-of-training summaries are not training steps
         self.main = bool(getattr(state, "is_world_process_zero", True))
-        step = int(state.global_step)
         self.monitor.observe(step, canonical_row("trl", step, logs))
         changed = self._changes()
         for event, alert in changed:
@@ -296,9 +306,7 @@ class HealthCallback(TrainerCallback):
         if rows and self.main:
             block_text = intervention_block(step, alert, rows)
             print(safe_text(block_text, limit=None, multiline=True), file=self.out, flush=True)
-            with open(self.output_dir / "grpokit_interventions.jsonl", "a", encoding="utf-8") as f:
-                for r in rows:
-                    f.write(json.dumps(r, default=str) + "\n")
+            self._append("grpokit_interventions.jsonl", "".join(json.dumps(r, default=str) + "\n" for r in rows))
         self._mirror(rows)
 
     def _mirror(self, rows: list[dict[str, Any]]) -> None:
@@ -347,9 +355,17 @@ class HealthCallback(TrainerCallback):
             return
         print(safe_text(block(alert, event), limit=None, multiline=True), file=self.out, flush=True)  # TRL's text
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.output_dir / "grpokit_alerts.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps({"event": event, "at_step": step, **alert}, default=str) + "\n")
+        self._append("grpokit_alerts.jsonl", json.dumps({"event": event, "at_step": step, **alert}, default=str) + "\n")
         self._to_trackers(event, alert, step)
+
+    def _append(self, name: str, text: str) -> None:
+        """Append to output_dir/name, never through a link planted there (said once, nothing written)."""
+        try:
+            append_text(self.output_dir / name, text)
+        except PlantedLink as e:
+            if name not in self.refused_links:
+                self.refused_links.add(name)
+                print(f"[grpokit] {safe_text(str(e), limit=300)}", file=self.out, flush=True)
 
     def _to_trackers(self, event: str, alert: dict[str, Any], step: int) -> None:
         """Where TRL's `report_to` trackers show the run: TensorBoard, W&B, MLflow (each only when in use)."""

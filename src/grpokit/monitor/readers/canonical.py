@@ -13,7 +13,7 @@ from typing import Any
 from ... import metric_names as mn
 from .names import CANONICAL, OPENRLHF_NAMES, TRL_NAMES, TRL_TB_PREFIXES, VERL_NAMES, VERL_PATTERNS
 from .names_more import AREAL_NAMES, ROLL_NAMES, ROLL_PATTERNS
-from .values import NAN
+from .values import NAN, number
 
 
 @dataclass
@@ -215,6 +215,6 @@ LIVE_MAPPERS: dict[str, Mapper] = {"trl": TRL_MAPPER, "verl": VERL_MAPPER, "open
 def canonical_row(flavor: str, step: int, values: dict[str, Any]) -> dict[str, float]:
     """One logged row of a trainer (`flavor`: trl | verl | openrlhf | grpokit), numbers only, in canonical names
     (`{"step": step, ...}`); what the mapping does not know is left out."""
-    numbers = {str(k): float(v) for k, v in values.items() if isinstance(v, (int, float))}
+    numbers = {str(k): number(v) for k, v in values.items() if isinstance(v, (int, float))}
     rows, _, _ = canonicalise({step: numbers}, LIVE_MAPPERS.get(flavor, identity_mapper))
     return rows[0]

@@ -15,6 +15,24 @@ ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _WRAPPED = re.compile(r"^(?:np|numpy|torch)?\.?(?:float|int|uint|bool_?|tensor)\w*\((.*)\)$")
 
 
+def number(v: int | float) -> float:
+    """`float(v)`, an int too large for a float (10**400) read as the infinity of its sign, not an OverflowError."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if v > 0 else -math.inf
+
+
+def step_number(v: Any) -> int | None:
+    """A logged step as an int: a non-negative integer below 10**12 (an int, or a float with no fraction); None
+    for anything else (None, NaN, a string, a negative or absurd number), which a caller skips and counts."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()):
+        return None
+    return int(v) if 0 <= v < 10**12 else None
+
+
 def to_float(v: Any) -> float | None:
     """A number from a JSON value or a logged token (`0.5`, `nan`, `np.float64(0.5)`, `tensor(0.5)`); None if
     the value is not numeric. JSON null (grpokit writes NaN as null) reads as NaN."""
@@ -23,7 +41,7 @@ def to_float(v: Any) -> float | None:
     if isinstance(v, bool):
         return float(v)
     if isinstance(v, (int, float)):
-        return float(v)
+        return number(v)
     if isinstance(v, str):
         s = v.strip().rstrip(",")
         m = _WRAPPED.match(s)
