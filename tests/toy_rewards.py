@@ -126,3 +126,15 @@ def fails_after_two_calls(completions: list[str], examples: list) -> list[float]
     if _CALLS[0] > 2:
         raise RuntimeError("reward service unreachable")
     return vowel_frac(completions, examples)
+
+
+def raises_with_escapes(completions, examples):
+    """A reward whose error text carries an OSC 52 clipboard write and a clear-screen: every sample fails."""
+    raise ValueError("bad \x1b]52;c;ZXZpbA==\x07 answer \x1b[2J" + "x" * 5000)
+
+
+def reads_other_cmdline(completions, examples):
+    """Reads the command line of the process whose pid is the example's answer (the trainer's, in the test)."""
+    with open(f"/proc/{examples[0].answer}/cmdline", "rb") as f:
+        f.read()
+    return [1.0] * len(completions)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from ..common.safe_text import safe_text
 from .conventions import AUTO, describe
 from .isolation import RewardCallError, RewardCallLimit, RewardCallTimeout
 from .reward_model import RewardModel
@@ -55,3 +56,9 @@ class RewardEntry:
 def failure_kind(e: Exception) -> str:
     """The failure kind of a reward call that raised `e` (one of `CALL_FAILURES`): timeout, sandbox or exception."""
     return next(kind for cls, kind in CALL_FAILURE_KINDS.items() if isinstance(e, cls))
+
+
+def failure_reason(kind: str, message: str) -> str:
+    """`kind: message` for a log line, the message (a user library's text) escaped and cut, so that a handler of the
+    library user's own, not only the CLI's filter, gets no terminal escape and no megabyte line."""
+    return f"{kind}: {safe_text(message, limit=500)}"

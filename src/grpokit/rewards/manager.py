@@ -45,7 +45,7 @@ from .callers import SOLUTION_STR
 from .constant import ConstantCount, constant_value, prompt_hint
 from .constant import metric as constant_metric
 from .conventions import AUTO, check_convention
-from .entry import CALL_FAILURES, RewardEntry, failure_kind
+from .entry import CALL_FAILURES, RewardEntry, failure_kind, failure_reason
 from .isolation import LOAD_TIMEOUT_S, InlineRunner, ProcessRunner, RewardCallError, SandboxBroken, SandboxRefusedError
 from .registry import REWARDS, RewardFn, check_spec, is_isolated, load_reward
 from .result import (
@@ -257,7 +257,7 @@ class RewardManager:
             kind, msg = failure_kind(e), str(e)
         if n == 1:  # the batch is the sample: no need to call it again
             return [math.nan], [self._fail(r, 0, completions[0], kind, msg)], False
-        reason = f"{kind}: {msg}"
+        reason = failure_reason(kind, msg)
         log.debug("reward %s failed on the whole batch (%s); retrying sample by sample", r.name, reason)
         values, failures = self._score_each(r, completions, examples, ctx)
         if not failures:
@@ -394,7 +394,7 @@ class RewardManager:
         if failures:
             f = failures[0]
             log.warning(
-                "%d reward failure(s) on %d of %d samples (excluded); first: %s on sample %d (%s): %s",
-                *(len(failures), len(failed), n, f.reward, f.index, f.kind, f.message),
+                "%d reward failure(s) on %d of %d samples (excluded); first: %s on sample %d (%s)",
+                *(len(failures), len(failed), n, f.reward, f.index, failure_reason(f.kind, f.message)),
             )
         return RewardResult(rewards, accuracy, per_reward, failures, metrics, na)

@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..data.chat import apply_template
 from ..data.example import Example
 from .signature import CallContext, example_columns
 
@@ -149,7 +150,7 @@ class RewardModel:
                 prompt = ex.messages
             if _is_conversation(prompt):
                 messages = [*prompt, {"role": "assistant", "content": completion}]
-                out.append(str(self.tokenizer.apply_chat_template(messages, tokenize=False)))
+                out.append(str(apply_template(self.tokenizer, messages, tokenize=False)))  # one line if it fails
             else:
                 out.append(f"{prompt}{completion}")
         return out

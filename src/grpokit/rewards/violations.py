@@ -28,6 +28,12 @@ def classify_violation(e: BaseException, limits: SandboxLimits) -> str | None:
     if not isinstance(e, OSError) or e.errno is None:
         return None
     if e.errno in (errno.EACCES, errno.EPERM):
+        if str(e.filename or "").startswith("/proc/") and not str(e.filename).startswith("/proc/self"):
+            return (
+                f"processes: reading {str(e.filename)!r} was refused by the sandbox's Landlock layer (of /proc a "
+                "reward reads only its own process, /proc/self, and the system-wide files libraries read; another "
+                "process's command line, environment and memory are not granted)"
+            )
         if e.filename is not None:
             return (
                 f"filesystem: permission denied on {e.filename!r} (the sandbox allows writing only in the "
